@@ -1,0 +1,47 @@
+"""Dependencies shared by the routes: database session, settings and the calling user."""
+
+from collections.abc import Iterator
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlmodel import Session
+
+from models import errors
+from models.db import session_scope
+from models.security import verify_local_token
+from models.settings import Settings
+from models.user_service import authenticated_user
+from models.users import User
+
+
+def get_settings_dep(request: Request) -> Settings:
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+def get_db(request: Request) -> Iterator[Session]:
+    with session_scope(request.app.state.engine) as session:
+        yield session
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
+# "function" scope closes the session (and ends its transaction) before the response is sent.
+SessionDep = Annotated[Session, Depends(get_db, scope="function")]
+
+bearer = HTTPBearer(auto_error=False, description="A token from `accessgate token` or sign-in.")
+
+
+def get_current_user(
+    request: Request,
+    session: SessionDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+) -> User:
+    """The active user named by the bearer token; 401 without a valid one, 403 if inactive."""
+    if credentials is None or credentials.scheme.lower() != "bearer":
+        raise errors.Unauthenticated("send an Authorization: Bearer <token> header")
+    sub = verify_local_token(key=request.app.state.secret_key, token=credentials.credentials)
+    return authenticated_user(session=session, sub=sub)
+
+
+CurrentUser = Annotated[User, Depends(get_current_user)]

@@ -1,0 +1,84 @@
+"""Turning errors into HTTP answers: the one table of statuses, and ``{"message": ...}`` bodies.
+
+Routes never choose a status for a domain condition; they raise the domain error and this
+module answers for it.
+"""
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from models import errors
+
+logger = logging.getLogger("accessgate.api")
+
+STATUS_BY_ERROR: dict[type[errors.DomainError], int] = {
+    errors.InvalidRequest: 400,
+    errors.Unauthenticated: 401,
+    errors.Forbidden: 403,
+    errors.NotFound: 404,
+    errors.Conflict: 409,
+}
+
+
+class ErrorBody(BaseModel):
+    """Every error response (spec 2.7)."""
+
+    message: str
+
+
+def status_for(error: errors.DomainError) -> int:
+    """The HTTP status for a domain error: the entry of its nearest listed ancestor."""
+    for cls in type(error).__mro__:
+        if cls in STATUS_BY_ERROR:
+            return STATUS_BY_ERROR[cls]
+    return 500
+
+
+def error_response(status: int, message: str) -> JSONResponse:
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse(status_code=status, content={"message": message}, headers=headers)
+
+
+def describe_validation_error(exc: RequestValidationError) -> str:
+    """One sentence naming each offending field, e.g. ``body.status: Input should be ...``."""
+    parts = []
+    for error in exc.errors():
+        location = ".".join(str(item) for item in error.get("loc", ()))
+        message = str(error.get("msg", "is not valid"))
+        message = message.removeprefix("Value error, ")
+        if error.get("type") == "json_invalid":
+            return "the request body is not valid JSON"
+        parts.append(f"{location}: {message}" if location else message)
+    return "invalid request: " + "; ".join(parts)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Register the handlers that give every error the ``{"message": ...}`` shape."""
+
+    @app.exception_handler(errors.DomainError)
+    async def domain_error(_request: Request, exc: errors.DomainError) -> JSONResponse:
+        return error_response(status_for(exc), exc.message)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        return error_response(400, describe_validation_error(exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return error_response(exc.status_code, str(exc.detail))
+
+    @app.exception_handler(Exception)
+    async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:
+        logger.exception("unhandled error on %s %s", request.method, request.url.path)
+        return error_response(500, "internal error; the service logged the details")
+
+
+ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
+    status: {"model": ErrorBody} for status in (400, 401, 403, 404, 409)
+}
+"""Documents the error shape on every route in the OpenAPI description."""

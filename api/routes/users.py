@@ -1,0 +1,31 @@
+import uuid
+
+from fastapi import APIRouter
+
+from api.deps import CurrentUser, SessionDep
+from models import user_service
+from models.users import UserPublic, UserUpdate
+
+router = APIRouter(prefix="/users", tags=["users"])
+
+
+@router.get("/me")
+def read_me(user: CurrentUser) -> UserPublic:
+    """The signed-in user."""
+    return UserPublic.model_validate(user)
+
+
+@router.get("")
+def list_users(session: SessionDep, user: CurrentUser) -> list[UserPublic]:
+    """Every user of the organization (admins)."""
+    users = user_service.list_users(session=session, actor=user)
+    return [UserPublic.model_validate(item) for item in users]
+
+
+@router.patch("/{user_id}")
+def update_user(
+    user_id: uuid.UUID, update: UserUpdate, session: SessionDep, user: CurrentUser
+) -> UserPublic:
+    """Change a user's status, groups or chat id (admins)."""
+    updated = user_service.update_user(session=session, user_id=user_id, update=update, actor=user)
+    return UserPublic.model_validate(updated)

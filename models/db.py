@@ -1,0 +1,120 @@
+"""The one engine factory, column types shared by the tables, and schema migrations."""
+
+import enum
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import DateTime, Engine, event
+from sqlalchemy import Enum as SAEnum
+from sqlalchemy.engine import Dialect, make_url
+from sqlalchemy.types import TypeDecorator
+from sqlmodel import Session, create_engine
+
+MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+
+# SQLite allows one writer at a time. A transaction that reads first and writes later cannot
+# upgrade its lock once another writer has committed (SQLITE_BUSY, no waiting), so every
+# transaction starts as a writer: concurrent requests queue on busy_timeout instead of failing.
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timezone-aware UTC datetime on every backend (SQLite stores it naive)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetimes are not stored; use models.clock.utc_now()")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def new_id() -> uuid.UUID:
+    """Return a fresh random identifier for a row."""
+    return uuid.uuid4()
+
+
+def create_db_engine(url: str) -> Engine:
+    """Create the engine for ``url``, tuned for its backend."""
+    if make_url(url).get_backend_name() == "sqlite":
+        return _create_sqlite_engine(url)
+    return create_engine(url, pool_size=20, max_overflow=20, pool_pre_ping=True)
+
+
+def _create_sqlite_engine(url: str) -> Engine:
+    database = make_url(url).database
+    if database and database != ":memory:":
+        Path(database).parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(
+        url,
+        connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
+        pool_size=20,
+        max_overflow=20,
+    )
+
+    @event.listens_for(engine, "connect")
+    def configure_connection(dbapi_connection: Any, _record: Any) -> None:
+        # Hand transaction control to SQLAlchemy's "begin" event below.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def begin_as_writer(connection: Any) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return engine
+
+
+@contextmanager
+def session_scope(engine: Engine) -> Iterator[Session]:
+    """Yield a session whose objects stay readable after commit; roll back on error."""
+    with Session(engine, expire_on_commit=False) as session:
+        try:
+            yield session
+        except BaseException:
+            session.rollback()
+            raise
+
+
+def upgrade_database(engine: Engine) -> None:
+    """Bring the schema to the newest migration (safe to run from several processes at once)."""
+    from alembic import command
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    with engine.begin() as connection:
+        if connection.dialect.name == "postgresql":
+            # Processes starting together take turns; the lock ends with the transaction.
+            connection.exec_driver_sql("SELECT pg_advisory_xact_lock(7310541)")
+        config.attributes["connection"] = connection
+        command.upgrade(config, "head")
+
+
+def enum_column(enum_class: type[enum.StrEnum]) -> SAEnum:
+    """Store a StrEnum by its value in a plain VARCHAR, so adding a member needs no DDL."""
+    return SAEnum(
+        enum_class,
+        native_enum=False,
+        length=32,
+        values_callable=lambda members: [member.value for member in members],
+        validate_strings=True,
+    )

@@ -1,0 +1,84 @@
+"""Domain errors. Transports map them to what their users see, each in one place.
+
+    DomainError
+    ├── InvalidRequest          input the domain refuses (bad value, wrong combination)
+    │   └── ReviewClosed        the review no longer accepts decisions
+    ├── Unauthenticated         no identity, or one that cannot be verified
+    ├── Forbidden               the caller may not do this
+    │   ├── InactiveUser
+    │   ├── AdminRequired
+    │   ├── SelfApproval
+    │   ├── NotAReviewer
+    │   ├── NotForceApprover
+    │   ├── OwnerOrAdminRequired
+    │   ├── NotApproved
+    │   └── OutsideTimeWindow
+    ├── NotFound                no such resource (or not visible to the caller)
+    └── Conflict                it already exists, or clashes with one that does
+
+Every error carries a sentence a user can act on.
+"""
+
+
+class DomainError(Exception):
+    """Base of every error the domain raises on purpose."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidRequest(DomainError):
+    """The request is well-formed but the domain refuses its content."""
+
+
+class ReviewClosed(InvalidRequest):
+    """The review is in a state that accepts no further decisions."""
+
+
+class Unauthenticated(DomainError):
+    """The caller's identity is missing or cannot be verified."""
+
+
+class Forbidden(DomainError):
+    """The caller is known but not allowed to do this."""
+
+
+class InactiveUser(Forbidden):
+    """The user has been set inactive."""
+
+
+class AdminRequired(Forbidden):
+    """Only members of the admin group may do this."""
+
+
+class SelfApproval(Forbidden):
+    """The owner of a review tried to approve it."""
+
+
+class NotAReviewer(Forbidden):
+    """The caller belongs to none of the review's reviewer groups."""
+
+
+class NotForceApprover(Forbidden):
+    """The caller asked to force-approve without being in a force-approval group."""
+
+
+class OwnerOrAdminRequired(Forbidden):
+    """Only the owner of a review or an admin may end an approved review."""
+
+
+class NotApproved(Forbidden):
+    """The session cannot run: its review is not approved, or the access it granted ended."""
+
+
+class OutsideTimeWindow(Forbidden):
+    """The session was executed outside the time window its approval set."""
+
+
+class NotFound(DomainError):
+    """No such resource, or one the caller may not see."""
+
+
+class Conflict(DomainError):
+    """The resource already exists or clashes with an existing one."""

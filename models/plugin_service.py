@@ -1,0 +1,135 @@
+"""Plugins and the connections they are configured for."""
+
+import uuid
+
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, col, delete, select
+
+from models import errors
+from models.connections import Connection
+from models.plugins import (
+    Plugin,
+    PluginConfigPublic,
+    PluginConnection,
+    PluginConnectionIn,
+    PluginConnectionPublic,
+    PluginCreate,
+    PluginName,
+    PluginPublic,
+)
+from models.user_service import require_admin
+from models.users import User
+
+
+def create_plugin(*, session: Session, actor: User, request: PluginCreate) -> PluginPublic:
+    """Enable a plugin with its connections; each plugin exists once. Commit."""
+    require_admin(actor)
+    plugin = Plugin(organization_id=actor.organization_id, name=request.name)
+    session.add(plugin)
+    try:
+        session.flush()
+    except IntegrityError as exc:
+        session.rollback()
+        raise errors.Conflict(f"the {request.name} plugin already exists") from exc
+    _replace_connections(session, actor, plugin, request.connections)
+    session.commit()
+    return plugin_view(session, plugin)
+
+
+def update_plugin(
+    *, session: Session, actor: User, name: str, connections: list[PluginConnectionIn]
+) -> PluginPublic:
+    """Replace the connections of a plugin. Commit."""
+    require_admin(actor)
+    plugin = _get_plugin(session, actor, name)
+    _replace_connections(session, actor, plugin, connections)
+    session.commit()
+    return plugin_view(session, plugin)
+
+
+def get_plugin(*, session: Session, actor: User, name: str) -> PluginPublic:
+    """One plugin, by name."""
+    require_admin(actor)
+    return plugin_view(session, _get_plugin(session, actor, name))
+
+
+def list_plugins(*, session: Session, actor: User) -> list[PluginPublic]:
+    """Every plugin of the actor's organization, by name."""
+    require_admin(actor)
+    plugins = session.exec(
+        select(Plugin)
+        .where(Plugin.organization_id == actor.organization_id)
+        .order_by(col(Plugin.name))
+    )
+    return [plugin_view(session, plugin) for plugin in plugins]
+
+
+def plugin_connection_config(
+    *, session: Session, plugin_name: PluginName, connection_id: uuid.UUID
+) -> list[str] | None:
+    """The config a plugin holds for one connection, or None when the plugin does not cover it."""
+    statement = (
+        select(PluginConnection.config)
+        .join(Plugin, col(Plugin.id) == PluginConnection.plugin_id)
+        .where(Plugin.name == plugin_name, PluginConnection.connection_id == connection_id)
+    )
+    config = session.exec(statement).first()
+    return None if config is None else list(config)
+
+
+def _get_plugin(session: Session, actor: User, name: str) -> Plugin:
+    if name not in PluginName.__members__.values():
+        raise errors.NotFound(f"there is no plugin called {name!r}")
+    plugin = session.exec(
+        select(Plugin).where(Plugin.organization_id == actor.organization_id, Plugin.name == name)
+    ).first()
+    if plugin is None:
+        raise errors.NotFound(f"the {name} plugin has not been created yet")
+    return plugin
+
+
+def _replace_connections(
+    session: Session, actor: User, plugin: Plugin, connections: list[PluginConnectionIn]
+) -> None:
+    resolved: dict[uuid.UUID, list[str]] = {}
+    for item in connections:
+        connection = _resolve_connection(session, actor, item)
+        if connection.id in resolved:
+            raise errors.InvalidRequest(f"connection {connection.name!r} is listed more than once")
+        resolved[connection.id] = item.config
+    session.exec(delete(PluginConnection).where(col(PluginConnection.plugin_id) == plugin.id))
+    for connection_id, config in resolved.items():
+        session.add(
+            PluginConnection(plugin_id=plugin.id, connection_id=connection_id, config=config)
+        )
+
+
+def _resolve_connection(session: Session, actor: User, item: PluginConnectionIn) -> Connection:
+    statement = select(Connection).where(Connection.organization_id == actor.organization_id)
+    if item.id is not None:
+        statement = statement.where(Connection.id == item.id)
+    if item.name is not None:
+        statement = statement.where(Connection.name == item.name)
+    connection = session.exec(statement).first()
+    if connection is None:
+        raise errors.InvalidRequest(f"no connection matches {item.name or item.id}")
+    return connection
+
+
+def plugin_view(session: Session, plugin: Plugin) -> PluginPublic:
+    """Render a plugin with its connections."""
+    rows = session.exec(
+        select(PluginConnection, Connection)
+        .join(Connection, col(Connection.id) == PluginConnection.connection_id)
+        .where(PluginConnection.plugin_id == plugin.id)
+        .order_by(col(Connection.name))
+    ).all()
+    return PluginPublic(
+        id=plugin.id,
+        name=plugin.name,
+        config=PluginConfigPublic(id=plugin.config_id, envvars={}),
+        connections=[
+            PluginConnectionPublic(id=connection.id, name=connection.name, config=link.config)
+            for link, connection in rows
+        ],
+    )

@@ -1,0 +1,283 @@
+"""Deciding and reading reviews: the one service both the API and the chat bot call."""
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from sqlalchemy import exists, func, or_
+from sqlmodel import Session, col, select
+
+from models import errors
+from models.outbox import EventKind, record_event
+from models.review_machine import (
+    Decision,
+    Outcome,
+    Reviewer,
+    ReviewState,
+    ReviewStatus,
+    decide,
+)
+from models.reviews import (
+    Door,
+    Review,
+    ReviewDecisionRecord,
+    ReviewDecisionRequest,
+    ReviewGroup,
+    ReviewGroupPublic,
+    ReviewOwnerPublic,
+    ReviewPublic,
+    ReviewType,
+    TimeWindow,
+)
+from models.users import User
+
+REVIEW_NOT_FOUND = "review not found"
+
+
+def update_review(
+    *,
+    session: Session,
+    review_ref: str,
+    actor: User,
+    request: ReviewDecisionRequest,
+    now: datetime,
+    door: Door = Door.API,
+) -> ReviewPublic:
+    """Apply a reviewer's decision to the review named by its id or its session's id.
+
+    The review row is locked for the whole transaction, so simultaneous decisions on one review
+    apply one after the other and none is lost.
+    """
+    review = _lock_review(session, review_ref, actor)
+    entries = list(session.exec(select(ReviewGroup).where(ReviewGroup.review_id == review.id)))
+    before = ReviewState(
+        status=review.status,
+        owner_id=review.owner_id,
+        entries={entry.group: entry.status for entry in entries},
+        force_approval_groups=frozenset(review.force_approval_groups),
+        min_approvals=review.min_approvals,
+    )
+    reviewer = Reviewer(id=actor.id, groups=frozenset(actor.groups), is_admin=actor.is_admin)
+    outcome = decide(before, reviewer, request.status, force=request.force_review)
+    window_changes = (
+        request.time_window is not None and request.time_window.model_dump() != review.time_window
+    )
+    if outcome.changes(before) or window_changes:
+        _apply(session, review, entries, outcome, actor=actor, request=request, now=now)
+        _record(session, review, before, outcome, actor=actor, request=request, door=door, now=now)
+    session.commit()
+    return review_views(session, [review])[0]
+
+
+def _lock_review(session: Session, review_ref: str, actor: User) -> Review:
+    try:
+        ref = uuid.UUID(review_ref)
+    except ValueError as exc:
+        raise errors.NotFound(REVIEW_NOT_FOUND) from exc
+    statement = (
+        select(Review)
+        .where(or_(Review.id == ref, Review.session_id == ref))
+        .where(Review.organization_id == actor.organization_id)
+        .with_for_update()
+    )
+    review = session.exec(statement).first()
+    if review is None:
+        raise errors.NotFound(REVIEW_NOT_FOUND)
+    return review
+
+
+def _apply(
+    session: Session,
+    review: Review,
+    entries: list[ReviewGroup],
+    outcome: Outcome,
+    *,
+    actor: User,
+    request: ReviewDecisionRequest,
+    now: datetime,
+) -> None:
+    for entry in entries:
+        if entry.group in outcome.entries:
+            entry.status = outcome.entries[entry.group]
+            entry.reviewed_by_id = actor.id
+            entry.review_date = now
+            entry.forced_review = outcome.forced
+            session.add(entry)
+    if request.time_window is not None:
+        review.time_window = request.time_window.model_dump()
+    if outcome.status is not review.status:
+        _enter_status(review, outcome.status, actor=actor, request=request, now=now)
+    session.add(review)
+
+
+def _enter_status(
+    review: Review,
+    status: ReviewStatus,
+    *,
+    actor: User,
+    request: ReviewDecisionRequest,
+    now: datetime,
+) -> None:
+    review.status = status
+    if status is ReviewStatus.APPROVED and review.type is ReviewType.JIT:
+        review.revoke_at = now + timedelta(microseconds=review.access_duration // 1000)
+    elif status in (ReviewStatus.REJECTED, ReviewStatus.REVOKED):
+        review.ended_by_id = actor.id
+        review.ended_at = now
+        if status is ReviewStatus.REVOKED:
+            review.revoke_at = now
+        else:
+            review.rejection_reason = request.rejection_reason
+
+
+def _record(
+    session: Session,
+    review: Review,
+    before: ReviewState,
+    outcome: Outcome,
+    *,
+    actor: User,
+    request: ReviewDecisionRequest,
+    door: Door,
+    now: datetime,
+) -> None:
+    session.add(
+        ReviewDecisionRecord(
+            review_id=review.id,
+            actor_id=actor.id,
+            door=door,
+            decision=request.status,
+            forced=outcome.forced,
+            groups=sorted(outcome.entries),
+            status_before=before.status,
+            status_after=outcome.status,
+            created_at=now,
+        )
+    )
+    record_event(
+        session,
+        kind=EventKind.REVIEW_UPDATED,
+        review_id=review.id,
+        payload={
+            "review_id": str(review.id),
+            "session_id": str(review.session_id),
+            "decision": request.status.value,
+            "status_before": before.status.value,
+            "status": outcome.status.value,
+            "groups": sorted(outcome.entries),
+            "actor_id": str(actor.id),
+            "door": door.value,
+        },
+        now=now,
+    )
+
+
+# -- reading ----------------------------------------------------------------------------------
+
+
+def _visible_to(viewer: User) -> list[object]:
+    """Conditions limiting reviews to those ``viewer`` may see."""
+    conditions: list[object] = [Review.organization_id == viewer.organization_id]
+    if not viewer.is_admin:
+        in_reviewer_group = exists().where(
+            ReviewGroup.review_id == Review.id, col(ReviewGroup.group).in_(viewer.groups)
+        )
+        conditions.append(or_(Review.owner_id == viewer.id, in_reviewer_group))
+    return conditions
+
+
+def get_review(*, session: Session, review_ref: str, viewer: User) -> ReviewPublic:
+    """The review named by its id or session id, if ``viewer`` owns it, reviews it or is admin."""
+    try:
+        ref = uuid.UUID(review_ref)
+    except ValueError as exc:
+        raise errors.NotFound(REVIEW_NOT_FOUND) from exc
+    statement = select(Review).where(or_(Review.id == ref, Review.session_id == ref))
+    review = session.exec(statement.where(*_visible_to(viewer))).first()
+    if review is None:
+        raise errors.NotFound(REVIEW_NOT_FOUND)
+    return review_views(session, [review])[0]
+
+
+def list_reviews(
+    *,
+    session: Session,
+    viewer: User,
+    status: ReviewStatus | None,
+    limit: int,
+    offset: int,
+) -> tuple[list[ReviewPublic], int]:
+    """A page of the reviews ``viewer`` may see, newest first, and how many there are in all."""
+    conditions = _visible_to(viewer)
+    if status is not None:
+        conditions.append(Review.status == status)
+    total = session.exec(select(func.count()).select_from(Review).where(*conditions)).one()
+    page = session.exec(
+        select(Review)
+        .where(*conditions)
+        .order_by(col(Review.created_at).desc(), col(Review.id))
+        .limit(limit)
+        .offset(offset)
+    ).all()
+    return review_views(session, page), total
+
+
+def review_views(session: Session, reviews: Sequence[Review]) -> list[ReviewPublic]:
+    """Render reviews with their entries and reviewers, in two queries whatever their number."""
+    if not reviews:
+        return []
+    review_ids = [review.id for review in reviews]
+    entries = session.exec(
+        select(ReviewGroup)
+        .where(col(ReviewGroup.review_id).in_(review_ids))
+        .order_by(col(ReviewGroup.group))
+    ).all()
+    reviewer_ids = {entry.reviewed_by_id for entry in entries if entry.reviewed_by_id}
+    reviewers = (
+        {user.id: user for user in session.exec(select(User).where(col(User.id).in_(reviewer_ids)))}
+        if reviewer_ids
+        else {}
+    )
+    entries_by_review: dict[uuid.UUID, list[ReviewGroupPublic]] = {rid: [] for rid in review_ids}
+    for entry in entries:
+        entries_by_review[entry.review_id].append(_entry_view(entry, reviewers))
+    return [_review_view(review, entries_by_review[review.id]) for review in reviews]
+
+
+def _entry_view(entry: ReviewGroup, reviewers: dict[uuid.UUID, User]) -> ReviewGroupPublic:
+    reviewer = reviewers.get(entry.reviewed_by_id) if entry.reviewed_by_id else None
+    return ReviewGroupPublic(
+        id=entry.id,
+        group=entry.group,
+        status=entry.status,
+        reviewed_by=None
+        if reviewer is None
+        else ReviewOwnerPublic(
+            id=reviewer.id, name=reviewer.name, email=reviewer.email, chat_id=reviewer.chat_id or ""
+        ),
+        review_date=entry.review_date,
+        forced_review=entry.forced_review,
+    )
+
+
+def _review_view(review: Review, entries: list[ReviewGroupPublic]) -> ReviewPublic:
+    return ReviewPublic(
+        id=review.id,
+        session=review.session_id,
+        type=review.type,
+        status=review.status,
+        review_groups_data=entries,
+        min_approvals=review.min_approvals,
+        force_approval_groups=review.force_approval_groups,
+        time_window=None if review.time_window is None else TimeWindow(**review.time_window),
+        access_duration=review.access_duration,
+        access_request_rule_name=review.access_request_rule_name,
+        rejection_reason=review.rejection_reason,
+        created_at=review.created_at,
+        revoke_at=review.revoke_at,
+        listener_name=review.listener_name,
+        sidecar_id=review.sidecar_id,
+    )
+
+
+__all__ = ["Decision", "get_review", "list_reviews", "review_views", "update_review"]

@@ -1,0 +1,229 @@
+"""Sessions: opening one creates its review when review is configured; executing checks it."""
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlmodel import Session, select
+
+from models import errors
+from models.connection_service import find_connection
+from models.outbox import EventKind, record_event
+from models.plugin_service import plugin_connection_config
+from models.plugins import PluginName
+from models.review_machine import ReviewStatus, parse_clock_time, within_time_window
+from models.review_service import review_views
+from models.reviews import Review, ReviewGroup, ReviewType
+from models.rule_service import rule_for_connection
+from models.sessions import GatewaySession, SessionCreate, SessionPublic, session_status
+from models.users import User
+
+SESSION_NOT_FOUND = "session not found"
+
+
+@dataclass(frozen=True)
+class ReviewPolicy:
+    """How sessions on one connection are reviewed."""
+
+    groups: list[str]
+    force_approval_groups: list[str]
+    min_approvals: int | None
+    access_max_duration: int | None
+    rule_name: str | None
+
+
+def review_policy(
+    session: Session, *, organization_id: uuid.UUID, connection_id: uuid.UUID, connection_name: str
+) -> ReviewPolicy | None:
+    """The rule governing the connection, else the review plugin's groups for it, else None."""
+    rule = rule_for_connection(
+        session=session, organization_id=organization_id, connection_name=connection_name
+    )
+    if rule is not None:
+        return ReviewPolicy(
+            groups=rule.approval_groups,
+            force_approval_groups=rule.force_approval_groups,
+            min_approvals=rule.min_approvals,
+            access_max_duration=rule.access_max_duration,
+            rule_name=rule.name,
+        )
+    groups = plugin_connection_config(
+        session=session, plugin_name=PluginName.REVIEW, connection_id=connection_id
+    )
+    if not groups:
+        return None
+    return ReviewPolicy(
+        groups=groups,
+        force_approval_groups=[],
+        min_approvals=None,
+        access_max_duration=None,
+        rule_name=None,
+    )
+
+
+def open_session(
+    *, session: Session, owner: User, request: SessionCreate, now: datetime
+) -> SessionPublic:
+    """Open a session on a connection, with a PENDING review when review is configured."""
+    connection = find_connection(session=session, actor=owner, name=request.connection)
+    if connection is None:
+        raise errors.NotFound(f"no connection is called {request.connection!r}")
+    policy = review_policy(
+        session,
+        organization_id=owner.organization_id,
+        connection_id=connection.id,
+        connection_name=connection.name,
+    )
+    access_duration = request.access_duration
+    if policy is not None and policy.access_max_duration is not None:
+        access_duration = min(access_duration, policy.access_max_duration)
+    gateway_session = GatewaySession(
+        organization_id=owner.organization_id,
+        owner_id=owner.id,
+        connection_id=connection.id,
+        connection_name=connection.name,
+        script=request.script,
+        type=request.type,
+        access_duration=access_duration,
+        created_at=now,
+    )
+    session.add(gateway_session)
+    # The tables have no ORM relationships, so rows go in parent-first by explicit flushes.
+    session.flush()
+    review = None
+    if policy is not None:
+        review = _create_review(session, gateway_session, policy, now=now)
+    session.commit()
+    return _session_view(session, gateway_session, review)
+
+
+def _create_review(
+    session: Session, gateway_session: GatewaySession, policy: ReviewPolicy, *, now: datetime
+) -> Review:
+    review = Review(
+        organization_id=gateway_session.organization_id,
+        session_id=gateway_session.id,
+        owner_id=gateway_session.owner_id,
+        connection_name=gateway_session.connection_name,
+        type=gateway_session.type,
+        min_approvals=policy.min_approvals,
+        force_approval_groups=policy.force_approval_groups,
+        access_duration=gateway_session.access_duration,
+        access_request_rule_name=policy.rule_name,
+        created_at=now,
+    )
+    session.add(review)
+    session.flush()
+    for group in policy.groups:
+        session.add(ReviewGroup(review_id=review.id, group=group))
+    record_event(
+        session,
+        kind=EventKind.REVIEW_CREATED,
+        review_id=review.id,
+        payload={
+            "review_id": str(review.id),
+            "session_id": str(gateway_session.id),
+            "status": ReviewStatus.PENDING.value,
+        },
+        now=now,
+    )
+    return review
+
+
+def get_session(*, session: Session, viewer: User, session_id: uuid.UUID) -> SessionPublic:
+    """A session its owner or an admin may see."""
+    gateway_session = _visible_session(session, viewer, session_id)
+    return _session_view(session, gateway_session, _review_of(session, gateway_session.id))
+
+
+def execute_session(
+    *, session: Session, actor: User, session_id: uuid.UUID, now: datetime
+) -> SessionPublic:
+    """Start the session if its review allows it now; a onetime review moves to PROCESSING."""
+    gateway_session = _visible_session(session, actor, session_id)
+    if gateway_session.owner_id != actor.id and not actor.is_admin:
+        raise errors.Forbidden("only the owner of the session can execute it")
+    review = session.exec(
+        select(Review).where(Review.session_id == gateway_session.id).with_for_update()
+    ).first()
+    if review is not None:
+        _check_review_allows_execution(review, now)
+        if review.type is ReviewType.ONETIME:
+            _start_processing(session, review, actor=actor, now=now)
+    elif gateway_session.executed_at is not None and gateway_session.type is ReviewType.ONETIME:
+        raise errors.InvalidRequest("this onetime session has already been executed")
+    if gateway_session.executed_at is None:
+        gateway_session.executed_at = now
+        session.add(gateway_session)
+    session.commit()
+    return _session_view(session, gateway_session, review)
+
+
+def _check_review_allows_execution(review: Review, now: datetime) -> None:
+    if review.status is not ReviewStatus.APPROVED:
+        raise errors.NotApproved(f"the session cannot run: its review is {review.status}")
+    if review.revoke_at is not None and now >= review.revoke_at:
+        raise errors.NotApproved(
+            f"the access this review granted ended at {review.revoke_at.isoformat()}"
+        )
+    if review.time_window is not None:
+        configuration = review.time_window["configuration"]
+        start = parse_clock_time(configuration["start_time"])
+        end = parse_clock_time(configuration["end_time"])
+        if not within_time_window(start, end, now):
+            raise errors.OutsideTimeWindow(
+                f"the session may only run between {configuration['start_time']} and "
+                f"{configuration['end_time']} UTC"
+            )
+
+
+def _start_processing(session: Session, review: Review, *, actor: User, now: datetime) -> None:
+    review.status = ReviewStatus.PROCESSING
+    session.add(review)
+    record_event(
+        session,
+        kind=EventKind.REVIEW_UPDATED,
+        review_id=review.id,
+        payload={
+            "review_id": str(review.id),
+            "session_id": str(review.session_id),
+            "status_before": ReviewStatus.APPROVED.value,
+            "status": ReviewStatus.PROCESSING.value,
+            "actor_id": str(actor.id),
+        },
+        now=now,
+    )
+
+
+def _visible_session(session: Session, viewer: User, session_id: uuid.UUID) -> GatewaySession:
+    gateway_session = session.get(GatewaySession, session_id)
+    if (
+        gateway_session is None
+        or gateway_session.organization_id != viewer.organization_id
+        or (gateway_session.owner_id != viewer.id and not viewer.is_admin)
+    ):
+        raise errors.NotFound(SESSION_NOT_FOUND)
+    return gateway_session
+
+
+def _review_of(session: Session, session_id: uuid.UUID) -> Review | None:
+    return session.exec(select(Review).where(Review.session_id == session_id)).first()
+
+
+def _session_view(
+    session: Session, gateway_session: GatewaySession, review: Review | None
+) -> SessionPublic:
+    return SessionPublic(
+        id=gateway_session.id,
+        connection=gateway_session.connection_name,
+        type=gateway_session.type,
+        status=session_status(
+            None if review is None else review.status, gateway_session.executed_at
+        ),
+        script=gateway_session.script,
+        user_id=gateway_session.owner_id,
+        access_duration=gateway_session.access_duration,
+        review=None if review is None else review_views(session, [review])[0],
+        created_at=gateway_session.created_at,
+        executed_at=gateway_session.executed_at,
+    )

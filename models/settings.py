@@ -1,0 +1,65 @@
+"""Service settings, read from ``ACCESSGATE_*`` environment variables."""
+
+import os
+import secrets
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+SECRET_KEY_FILE = "secret_key"
+
+
+class Settings(BaseSettings):
+    """Everything the service can be configured with."""
+
+    model_config = SettingsConfigDict(env_prefix="ACCESSGATE_", extra="ignore")
+
+    data_dir: Path = Path("./data")
+    database_url: str = Field(
+        default="",
+        description="SQLAlchemy URL; empty means a SQLite file in the data directory.",
+    )
+    auth: Literal["local", "oidc"] = "local"
+    secret_key: str = Field(
+        default="",
+        description="Signs local tokens; empty means a key generated once into the data directory.",
+    )
+    token_ttl_seconds: int = Field(default=12 * 3600, gt=0)
+    public_url: str = Field(
+        default="http://127.0.0.1:8009",
+        description="Where users reach the API; used in links the service hands out.",
+    )
+
+    def resolved_database_url(self) -> str:
+        """Return the database URL, defaulting to SQLite under the data directory."""
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(self.data_dir / 'accessgate.db').resolve()}"
+
+
+@lru_cache
+def get_settings() -> Settings:
+    """Return the process-wide settings, read once from the environment."""
+    return Settings()
+
+
+def resolve_secret_key(settings: Settings) -> bytes:
+    """Return the configured secret key, or the one generated once into the data directory.
+
+    The generated file is created with ``O_EXCL`` and mode 0600 so that two processes starting
+    together agree on one key and no other local user can read it.
+    """
+    if settings.secret_key:
+        return settings.secret_key.encode()
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    path = settings.data_dir / SECRET_KEY_FILE
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return path.read_bytes().strip()
+    with os.fdopen(fd, "w") as key_file:
+        key_file.write(secrets.token_urlsafe(48))
+    return path.read_bytes().strip()

@@ -1,0 +1,28 @@
+"""Every table of the service, imported once so the metadata is complete."""
+
+from sqlmodel import SQLModel
+
+from models.connections import Connection
+from models.outbox import OutboxEvent
+from models.plugins import Plugin, PluginConnection
+from models.reviews import Review, ReviewDecisionRecord, ReviewGroup
+from models.rules import AccessRequestRule
+from models.sessions import GatewaySession
+from models.users import Organization, User
+
+metadata = SQLModel.metadata
+
+__all__ = [
+    "AccessRequestRule",
+    "Connection",
+    "GatewaySession",
+    "Organization",
+    "OutboxEvent",
+    "Plugin",
+    "PluginConnection",
+    "Review",
+    "ReviewDecisionRecord",
+    "ReviewGroup",
+    "User",
+    "metadata",
+]
