@@ -1,0 +1,49 @@
+# Two commands: `make run` serves the API, `make test` checks and tests everything.
+# Both set up what they need: the virtualenv, the packages and, for tests, PostgreSQL binaries.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+INSTALLED := $(VENV)/.installed
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: run test check format bench postgres-binaries wrk clean
+
+$(INSTALLED): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	touch $(INSTALLED)
+
+run: $(INSTALLED)
+	$(BIN)/accessgate serve --host 127.0.0.1 --port 8009
+
+check: $(INSTALLED)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+format: $(INSTALLED)
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+test: $(INSTALLED) postgres-binaries check
+	$(BIN)/pytest
+
+bench: $(INSTALLED) postgres-binaries wrk
+	$(BIN)/python -m bench.reviews
+
+# The tests start throwaway PostgreSQL clusters from the machine's own binaries.
+postgres-binaries:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || { \
+		echo "installing PostgreSQL binaries with apt"; \
+		$(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq postgresql >/dev/null; }
+
+wrk:
+	@command -v wrk >/dev/null 2>&1 || { \
+		echo "installing wrk with apt"; \
+		$(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq wrk >/dev/null; }
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
