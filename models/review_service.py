@@ -4,7 +4,7 @@ import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from sqlalchemy import exists, func, or_
+from sqlalchemy import ColumnElement, exists, func, or_
 from sqlmodel import Session, col, select
 
 from models import errors
@@ -76,7 +76,7 @@ def _lock_review(session: Session, review_ref: str, actor: User) -> Review:
         raise errors.NotFound(REVIEW_NOT_FOUND) from exc
     statement = (
         select(Review)
-        .where(or_(Review.id == ref, Review.session_id == ref))
+        .where(or_(col(Review.id) == ref, col(Review.session_id) == ref))
         .where(Review.organization_id == actor.organization_id)
         .with_for_update()
     )
@@ -175,14 +175,14 @@ def _record(
 # -- reading ----------------------------------------------------------------------------------
 
 
-def _visible_to(viewer: User) -> list[object]:
+def _visible_to(viewer: User) -> list[ColumnElement[bool]]:
     """Conditions limiting reviews to those ``viewer`` may see."""
-    conditions: list[object] = [Review.organization_id == viewer.organization_id]
+    conditions: list[ColumnElement[bool]] = [col(Review.organization_id) == viewer.organization_id]
     if not viewer.is_admin:
         in_reviewer_group = exists().where(
-            ReviewGroup.review_id == Review.id, col(ReviewGroup.group).in_(viewer.groups)
+            col(ReviewGroup.review_id) == col(Review.id), col(ReviewGroup.group).in_(viewer.groups)
         )
-        conditions.append(or_(Review.owner_id == viewer.id, in_reviewer_group))
+        conditions.append(or_(col(Review.owner_id) == viewer.id, in_reviewer_group))
     return conditions
 
 
@@ -192,7 +192,7 @@ def get_review(*, session: Session, review_ref: str, viewer: User) -> ReviewPubl
         ref = uuid.UUID(review_ref)
     except ValueError as exc:
         raise errors.NotFound(REVIEW_NOT_FOUND) from exc
-    statement = select(Review).where(or_(Review.id == ref, Review.session_id == ref))
+    statement = select(Review).where(or_(col(Review.id) == ref, col(Review.session_id) == ref))
     review = session.exec(statement.where(*_visible_to(viewer))).first()
     if review is None:
         raise errors.NotFound(REVIEW_NOT_FOUND)
@@ -210,7 +210,7 @@ def list_reviews(
     """A page of the reviews ``viewer`` may see, newest first, and how many there are in all."""
     conditions = _visible_to(viewer)
     if status is not None:
-        conditions.append(Review.status == status)
+        conditions.append(col(Review.status) == status)
     total = session.exec(select(func.count()).select_from(Review).where(*conditions)).one()
     page = session.exec(
         select(Review)

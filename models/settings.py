@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-SECRET_KEY_FILE = "secret_key"
+SECRET_KEY_FILE = "secret_key"  # noqa: S105 - the file name, not a secret
 
 
 class Settings(BaseSettings):

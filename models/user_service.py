@@ -18,10 +18,7 @@ from models.users import (
 
 def default_organization(session: Session) -> Organization:
     """Return the default organization (created by the first migration)."""
-    organization = session.exec(
-        select(Organization).where(Organization.name == DEFAULT_ORGANIZATION)
-    ).one()
-    return organization
+    return session.exec(select(Organization).where(Organization.name == DEFAULT_ORGANIZATION)).one()
 
 
 def upsert_user(

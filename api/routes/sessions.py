@@ -13,9 +13,7 @@ router = APIRouter(prefix="/sessions", tags=["sessions"])
 @router.post("", status_code=201)
 def open_session(request: SessionCreate, session: SessionDep, user: CurrentUser) -> SessionPublic:
     """Open a session on a connection; its review is created when review is configured."""
-    return session_service.open_session(
-        session=session, owner=user, request=request, now=utc_now()
-    )
+    return session_service.open_session(session=session, owner=user, request=request, now=utc_now())
 
 
 @router.get("/{session_id}")
@@ -25,9 +23,7 @@ def get_session(session_id: uuid.UUID, session: SessionDep, user: CurrentUser) -
 
 
 @router.post("/{session_id}/exec")
-def execute_session(
-    session_id: uuid.UUID, session: SessionDep, user: CurrentUser
-) -> SessionPublic:
+def execute_session(session_id: uuid.UUID, session: SessionDep, user: CurrentUser) -> SessionPublic:
     """Run the session: allowed once approved, inside its time window and before revoke_at."""
     return session_service.execute_session(
         session=session, actor=user, session_id=session_id, now=utc_now()

@@ -78,9 +78,12 @@ def test_all_groups_approving_approves_the_review(client, people, review):
     response = decide(client, people["sre"], review["id"], status="APPROVED")
 
     assert response.json()["status"] == "APPROVED"
-    assert client.get(
-        f"/api/sessions/{review['session']}", headers=people["owner"].headers
-    ).json()["status"] == "ready"
+    assert (
+        client.get(f"/api/sessions/{review['session']}", headers=people["owner"].headers).json()[
+            "status"
+        ]
+        == "ready"
+    )
 
 
 def test_a_member_of_several_groups_approves_each_of_their_entries(client, people, review):
@@ -97,9 +100,10 @@ def test_the_session_id_names_the_review_too(client, people, review):
 
     assert response.status_code == 200
     assert response.json()["id"] == review["id"]
-    assert client.get(f"/api/reviews/{review['session']}", headers=people["dba"].headers).json()[
-        "id"
-    ] == review["id"]
+    assert (
+        client.get(f"/api/reviews/{review['session']}", headers=people["dba"].headers).json()["id"]
+        == review["id"]
+    )
 
 
 def test_approving_twice_is_a_harmless_no_op(client, engine, people, review):
@@ -228,19 +232,37 @@ def test_every_change_writes_an_outbox_event(client, engine, people, review):
     [
         ({"status": "MAYBE"}, "body.status"),
         ({}, "body.status: Field required"),
-        ({"status": "APPROVED", "time_window": {"type": "weekly", "configuration": {}}},
-         "body.time_window.type"),
-        ({"status": "APPROVED", "time_window": {"type": "time_range",
-                                                 "configuration": {"start_time": "09:00"}}},
-         "time_range needs end_time"),
-        ({"status": "APPROVED", "time_window": {"type": "time_range",
-                                                 "configuration": {"start_time": "9am",
-                                                                   "end_time": "17:00"}}},
-         "'9am' is not a 24-hour HH:MM time"),
-        ({"status": "REJECTED", "time_window": {"type": "time_range",
-                                                 "configuration": {"start_time": "09:00",
-                                                                   "end_time": "17:00"}}},
-         "time_window is only accepted with status APPROVED"),
+        (
+            {"status": "APPROVED", "time_window": {"type": "weekly", "configuration": {}}},
+            "body.time_window.type",
+        ),
+        (
+            {
+                "status": "APPROVED",
+                "time_window": {"type": "time_range", "configuration": {"start_time": "09:00"}},
+            },
+            "time_range needs end_time",
+        ),
+        (
+            {
+                "status": "APPROVED",
+                "time_window": {
+                    "type": "time_range",
+                    "configuration": {"start_time": "9am", "end_time": "17:00"},
+                },
+            },
+            "'9am' is not a 24-hour HH:MM time",
+        ),
+        (
+            {
+                "status": "REJECTED",
+                "time_window": {
+                    "type": "time_range",
+                    "configuration": {"start_time": "09:00", "end_time": "17:00"},
+                },
+            },
+            "time_window is only accepted with status APPROVED",
+        ),
         ({"status": "REJECTED", "rejection_reason": "x" * 1001}, "body.rejection_reason"),
         ({"status": "APPROVED", "force_review": "perhaps"}, "body.force_review"),
         ({"status": "APPROVED", "surprise": 1}, "body.surprise"),
@@ -285,8 +307,9 @@ def ruled_review(client, people):
         headers=people["admin"].headers,
     )
     assert response.status_code == 201, response.text
-    return open_session(client, people["owner"], "pg-ruled", type="jit",
-                        access_duration=7_200_000_000_000)["review"]
+    return open_session(
+        client, people["owner"], "pg-ruled", type="jit", access_duration=7_200_000_000_000
+    )["review"]
 
 
 def test_a_rule_sets_groups_minimum_and_caps_the_duration(ruled_review):
@@ -320,8 +343,9 @@ def test_force_approval_by_a_force_group_member(client, engine, people, ruled_re
 
 
 def test_force_approval_by_anyone_else_is_403(client, people, ruled_review):
-    response = decide(client, people["dba"], ruled_review["id"], status="APPROVED",
-                      force_review=True)
+    response = decide(
+        client, people["dba"], ruled_review["id"], status="APPROVED", force_review=True
+    )
 
     assert response.status_code == 403
     assert "force-approval group" in response.json()["message"]
@@ -351,8 +375,9 @@ def test_a_time_window_is_stored_and_enforced_at_execution(client, people, revie
 
 
 def test_an_unapproved_session_cannot_run(client, people, review):
-    response = client.post(f"/api/sessions/{review['session']}/exec",
-                           headers=people["owner"].headers)
+    response = client.post(
+        f"/api/sessions/{review['session']}/exec", headers=people["owner"].headers
+    )
 
     assert response.status_code == 403
     assert response.json()["message"] == "the session cannot run: its review is PENDING"
@@ -388,9 +413,10 @@ def test_reviews_are_listed_for_those_who_may_see_them(client, people, review):
     assert ids("owner", status="REJECTED") == [review["id"]]
     assert ids("outsider") == []
     assert ids("admin", limit=1, offset=1) == [review["id"]]
-    assert client.get(
-        f"/api/reviews/{review['id']}", headers=people["outsider"].headers
-    ).status_code == 404
+    assert (
+        client.get(f"/api/reviews/{review['id']}", headers=people["outsider"].headers).status_code
+        == 404
+    )
 
 
 def test_listing_rejects_an_unknown_status_filter(client, people):

@@ -44,7 +44,9 @@ def test_32_reviewers_approving_at_once_all_count_and_approve_once(engine):
         )
         review_id = str(
             open_session(
-                session=session, owner=owner, request=SessionCreate(connection="db"),
+                session=session,
+                owner=owner,
+                request=SessionCreate(connection="db"),
                 now=utc_now(),
             ).review.id  # type: ignore[union-attr]
         )

@@ -63,8 +63,13 @@ def person(*groups: str, owner: bool = False) -> Reviewer:
         # min_approvals above the number of groups is capped at the number of groups
         (state(min_approvals=5), person("dba", "sre"), Decision.APPROVED, A, {"dba": A, "sre": A}),
         # a remaining group may still approve an approved review
-        (state(A, {"dba": A, "sre": P}, min_approvals=1), person("sre"), Decision.APPROVED, A,
-         {"sre": A}),
+        (
+            state(A, {"dba": A, "sre": P}, min_approvals=1),
+            person("sre"),
+            Decision.APPROVED,
+            A,
+            {"sre": A},
+        ),
         # approving again is a harmless no-op
         (state(P, {"dba": A, "sre": P}), person("dba"), Decision.APPROVED, P, {}),
         # any rejection rejects the whole review at once
@@ -78,8 +83,13 @@ def person(*groups: str, owner: bool = False) -> Reviewer:
         (state(A, {"dba": A, "sre": A}), person("admin", "dba"), Decision.REVOKED, V, {"dba": V}),
         (state(A, {"dba": A, "sre": A}), person("admin"), Decision.REJECTED, R, {}),
         # an admin may approve even their own session
-        (state(), person("admin", "dba", "sre", owner=True), Decision.APPROVED, A,
-         {"dba": A, "sre": A}),
+        (
+            state(),
+            person("admin", "dba", "sre", owner=True),
+            Decision.APPROVED,
+            A,
+            {"dba": A, "sre": A},
+        ),
     ],
 )
 def test_decisions_that_apply(before, who, decision, status_after, entries_after):
@@ -96,17 +106,34 @@ def test_decisions_that_apply(before, who, decision, status_after, entries_after
         (state(), person("web"), Decision.APPROVED, errors.NotAReviewer),
         (state(), person("web"), Decision.REJECTED, errors.NotAReviewer),
         (state(), person("admin"), Decision.APPROVED, errors.NotAReviewer),
-        (state(A, {"dba": A, "sre": A}), person("dba"), Decision.REVOKED,
-         errors.OwnerOrAdminRequired),
-        (state(A, {"dba": A, "sre": A}), person("sre"), Decision.REJECTED,
-         errors.OwnerOrAdminRequired),
+        (
+            state(A, {"dba": A, "sre": A}),
+            person("dba"),
+            Decision.REVOKED,
+            errors.OwnerOrAdminRequired,
+        ),
+        (
+            state(A, {"dba": A, "sre": A}),
+            person("sre"),
+            Decision.REJECTED,
+            errors.OwnerOrAdminRequired,
+        ),
         (state(), person("dba", owner=True), Decision.REVOKED, errors.InvalidRequest),
         (state(), person("admin"), Decision.REVOKED, errors.InvalidRequest),
         *[
-            (state(closed, {"dba": P, "sre": P}), person("admin", "dba"), decision,
-             errors.ReviewClosed)
-            for closed in (R, V, ReviewStatus.PROCESSING, ReviewStatus.EXECUTED,
-                           ReviewStatus.UNKNOWN)
+            (
+                state(closed, {"dba": P, "sre": P}),
+                person("admin", "dba"),
+                decision,
+                errors.ReviewClosed,
+            )
+            for closed in (
+                R,
+                V,
+                ReviewStatus.PROCESSING,
+                ReviewStatus.EXECUTED,
+                ReviewStatus.UNKNOWN,
+            )
             for decision in Decision
         ],
     ],
@@ -157,8 +184,12 @@ def test_a_review_is_approved_exactly_when_enough_groups_have_approved(
     current = state(entries=dict.fromkeys(groups, P), min_approvals=min_approvals)
     for approver_groups in approvers:
         try:
-            outcome = decide(current, Reviewer(uuid.uuid4(), approver_groups, False),
-                             Decision.APPROVED, force=False)
+            outcome = decide(
+                current,
+                Reviewer(uuid.uuid4(), approver_groups, False),
+                Decision.APPROVED,
+                force=False,
+            )
         except errors.NotAReviewer:
             assert not approver_groups & set(groups)
             continue

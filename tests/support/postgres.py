@@ -52,7 +52,14 @@ class PostgresCluster:
     def start(self) -> "PostgresCluster":
         self._run(
             str(self.bindir / "initdb"),
-            "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync",
+            "-D",
+            str(self.data),
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--no-sync",
         )
         options = (
             f"-p {self.port} -k {self.base} -c listen_addresses=127.0.0.1 -c fsync=off "
@@ -60,7 +67,14 @@ class PostgresCluster:
         )
         self._run(
             str(self.bindir / "pg_ctl"),
-            "-D", str(self.data), "-l", str(self.base / "server.log"), "-o", options, "-w", "start",
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.base / "server.log"),
+            "-o",
+            options,
+            "-w",
+            "start",
         )
         return self
 

@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import sqlalchemy as sa
-import sqlmodel
 from alembic import op
 
 import models.db
@@ -26,7 +25,7 @@ def upgrade() -> None:
     op.create_table(
         "organization",
         sa.Column("id", sa.Uuid(), nullable=False),
-        sa.Column("name", sqlmodel.sql.sqltypes.AutoString(length=200), nullable=False),
+        sa.Column("name", sa.String(length=200), nullable=False),
         sa.Column("created_at", models.db.UTCDateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("id"),
         sa.UniqueConstraint("name"),
@@ -46,7 +45,7 @@ def upgrade() -> None:
         sa.Column("created_at", models.db.UTCDateTime(timezone=True), nullable=False),
         sa.Column("delivered_at", models.db.UTCDateTime(timezone=True), nullable=True),
         sa.Column("attempts", sa.Integer(), nullable=False),
-        sa.Column("last_error", sqlmodel.sql.sqltypes.AutoString(length=1000), nullable=True),
+        sa.Column("last_error", sa.String(length=1000), nullable=True),
         sa.PrimaryKeyConstraint("id"),
     )
     with op.batch_alter_table("outbox_event", schema=None) as batch_op:
@@ -59,7 +58,7 @@ def upgrade() -> None:
         "access_request_rule",
         sa.Column("id", sa.Uuid(), nullable=False),
         sa.Column("organization_id", sa.Uuid(), nullable=False),
-        sa.Column("name", sqlmodel.sql.sqltypes.AutoString(length=128), nullable=False),
+        sa.Column("name", sa.String(length=128), nullable=False),
         sa.Column("connections", sa.JSON(), nullable=False),
         sa.Column("approval_groups", sa.JSON(), nullable=False),
         sa.Column("force_approval_groups", sa.JSON(), nullable=False),
@@ -82,9 +81,9 @@ def upgrade() -> None:
         "connection",
         sa.Column("id", sa.Uuid(), nullable=False),
         sa.Column("organization_id", sa.Uuid(), nullable=False),
-        sa.Column("name", sqlmodel.sql.sqltypes.AutoString(length=128), nullable=False),
-        sa.Column("type", sqlmodel.sql.sqltypes.AutoString(length=64), nullable=False),
-        sa.Column("subtype", sqlmodel.sql.sqltypes.AutoString(length=64), nullable=False),
+        sa.Column("name", sa.String(length=128), nullable=False),
+        sa.Column("type", sa.String(length=64), nullable=False),
+        sa.Column("subtype", sa.String(length=64), nullable=False),
         sa.Column("created_at", models.db.UTCDateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(
             ["organization_id"],
@@ -137,16 +136,16 @@ def upgrade() -> None:
         "user",
         sa.Column("id", sa.Uuid(), nullable=False),
         sa.Column("organization_id", sa.Uuid(), nullable=False),
-        sa.Column("sub", sqlmodel.sql.sqltypes.AutoString(length=255), nullable=False),
-        sa.Column("email", sqlmodel.sql.sqltypes.AutoString(length=320), nullable=False),
-        sa.Column("name", sqlmodel.sql.sqltypes.AutoString(length=200), nullable=False),
+        sa.Column("sub", sa.String(length=255), nullable=False),
+        sa.Column("email", sa.String(length=320), nullable=False),
+        sa.Column("name", sa.String(length=200), nullable=False),
         sa.Column("groups", sa.JSON(), nullable=False),
         sa.Column(
             "status",
             sa.Enum("active", "inactive", name="userstatus", native_enum=False, length=32),
             nullable=False,
         ),
-        sa.Column("chat_id", sqlmodel.sql.sqltypes.AutoString(length=64), nullable=True),
+        sa.Column("chat_id", sa.String(length=64), nullable=True),
         sa.Column("created_at", models.db.UTCDateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(
             ["organization_id"],
@@ -167,7 +166,7 @@ def upgrade() -> None:
         sa.Column("organization_id", sa.Uuid(), nullable=False),
         sa.Column("owner_id", sa.Uuid(), nullable=False),
         sa.Column("connection_id", sa.Uuid(), nullable=False),
-        sa.Column("connection_name", sqlmodel.sql.sqltypes.AutoString(length=128), nullable=False),
+        sa.Column("connection_name", sa.String(length=128), nullable=False),
         sa.Column("script", sa.Text(), nullable=False),
         sa.Column(
             "type",
@@ -225,7 +224,7 @@ def upgrade() -> None:
         sa.Column("organization_id", sa.Uuid(), nullable=False),
         sa.Column("session_id", sa.Uuid(), nullable=False),
         sa.Column("owner_id", sa.Uuid(), nullable=False),
-        sa.Column("connection_name", sqlmodel.sql.sqltypes.AutoString(length=128), nullable=False),
+        sa.Column("connection_name", sa.String(length=128), nullable=False),
         sa.Column(
             "type",
             sa.Enum("onetime", "jit", name="reviewtype", native_enum=False, length=32),
@@ -251,15 +250,13 @@ def upgrade() -> None:
         sa.Column("force_approval_groups", sa.JSON(), nullable=False),
         sa.Column("time_window", sa.JSON(none_as_null=True), nullable=True),
         sa.Column("access_duration", sa.BigInteger(), nullable=False),
-        sa.Column(
-            "access_request_rule_name", sqlmodel.sql.sqltypes.AutoString(length=128), nullable=True
-        ),
+        sa.Column("access_request_rule_name", sa.String(length=128), nullable=True),
         sa.Column("rejection_reason", sa.Text(), nullable=True),
         sa.Column("created_at", models.db.UTCDateTime(timezone=True), nullable=False),
         sa.Column("revoke_at", models.db.UTCDateTime(timezone=True), nullable=True),
         sa.Column("ended_by_id", sa.Uuid(), nullable=True),
         sa.Column("ended_at", models.db.UTCDateTime(timezone=True), nullable=True),
-        sa.Column("listener_name", sqlmodel.sql.sqltypes.AutoString(length=128), nullable=True),
+        sa.Column("listener_name", sa.String(length=128), nullable=True),
         sa.Column("sidecar_id", sa.Uuid(), nullable=True),
         sa.ForeignKeyConstraint(
             ["ended_by_id"],
@@ -355,7 +352,7 @@ def upgrade() -> None:
         "review_group",
         sa.Column("id", sa.Uuid(), nullable=False),
         sa.Column("review_id", sa.Uuid(), nullable=False),
-        sa.Column("group", sqlmodel.sql.sqltypes.AutoString(length=100), nullable=False),
+        sa.Column("group", sa.String(length=100), nullable=False),
         sa.Column(
             "status",
             sa.Enum(

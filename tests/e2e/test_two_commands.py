@@ -1,0 +1,134 @@
+"""The product as a user runs it: `accessgate token` and `accessgate serve`, then plain HTTP."""
+
+import os
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.support.postgres import free_port
+
+ACCESSGATE = [sys.executable, "-m", "api.cli"]
+
+
+@pytest.fixture
+def environment(backend, tmp_path, request) -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("ACCESSGATE_")}
+    env["ACCESSGATE_DATA_DIR"] = str(tmp_path / "data")
+    if backend == "postgres":
+        env["ACCESSGATE_DATABASE_URL"] = request.getfixturevalue("database_url")
+    return env
+
+
+@pytest.fixture
+def server(environment, tmp_path) -> Iterator[str]:
+    port = free_port()
+    log_path = tmp_path / "serve.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [*ACCESSGATE, "serve", "--port", str(port), "--log-level", "warning"],
+            env=environment,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    base_url = f"http://127.0.0.1:{port}/api"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"{base_url}/healthz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"accessgate serve did not start:\n{log_path.read_text()}")
+            time.sleep(0.1)
+        yield base_url
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def token(environment, *args: str) -> str:
+    result = subprocess.run(
+        [*ACCESSGATE, "token", *args], env=environment, capture_output=True, text=True, check=True
+    )
+    lines = result.stdout.splitlines()
+    assert len(lines) == 1, "token prints one line and nothing else"
+    return lines[0]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
+def test_the_readme_walk_through(environment, server):
+    admin = {"Authorization": "Bearer " + token(environment, "--sub", "admin", "--groups", "admin")}
+    requester = {
+        "Authorization": "Bearer "
+        + token(environment, "--sub", "rita", "--email", "rita@example.com", "--groups", "dev")
+    }
+    reviewer = {
+        "Authorization": "Bearer "
+        + token(environment, "--sub", "dan", "--name", "Dan", "--groups", "dba")
+    }
+
+    with httpx.Client(base_url=server) as api:
+        assert (
+            api.post(
+                "/connections", json={"name": "pg-prod", "type": "database"}, headers=admin
+            ).status_code
+            == 201
+        )
+        assert (
+            api.post(
+                "/plugins",
+                json={"name": "review", "connections": [{"name": "pg-prod", "config": ["dba"]}]},
+                headers=admin,
+            ).status_code
+            == 201
+        )
+        session = api.post(
+            "/sessions", json={"connection": "pg-prod", "script": "select 1"}, headers=requester
+        ).json()
+        assert session["review"]["status"] == "PENDING"
+
+        approved = api.put(
+            f"/reviews/{session['id']}", json={"status": "APPROVED"}, headers=reviewer
+        )
+        assert approved.status_code == 200
+        assert approved.json()["status"] == "APPROVED"
+        assert approved.json()["review_groups_data"][0]["reviewed_by"]["name"] == "Dan"
+
+        executed = api.post(f"/sessions/{session['id']}/exec", headers=requester)
+        assert executed.json()["review"]["status"] == "PROCESSING"
+        assert api.get("/openapi.json").json()["info"]["version"] == "1.173.0"
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_the_generated_secret_key_is_private_and_stable(environment):
+    first = token(environment, "--sub", "a")
+    key_file = Path(environment["ACCESSGATE_DATA_DIR"]) / "secret_key"
+
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    key = key_file.read_bytes()
+    token(environment, "--sub", "a")
+    assert key_file.read_bytes() == key
+    assert first.count(".") == 2
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_token_refuses_bad_groups_with_a_message(environment):
+    result = subprocess.run(
+        [*ACCESSGATE, "token", "--sub", "a", "--groups", "ok,has space"],
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert "group names are 1 to 100 characters without spaces" in result.stderr
