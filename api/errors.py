@@ -44,8 +44,11 @@ def error_response(status: int, message: str) -> JSONResponse:
     return JSONResponse(status_code=status, content={"message": message}, headers=headers)
 
 
-def describe_validation_error(exc: RequestValidationError) -> str:
+def describe_validation_error(exc: RequestValidationError, content_type: str) -> str:
     """One sentence naming each offending field, e.g. ``body.status: Input should be ...``."""
+    body_not_an_object = any(tuple(error.get("loc", ())) == ("body",) for error in exc.errors())
+    if body_not_an_object and "json" not in content_type:
+        return "send the request body as JSON with Content-Type: application/json"
     parts = []
     for error in exc.errors():
         location = ".".join(str(item) for item in error.get("loc", ()))
@@ -65,8 +68,9 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(status_for(exc), exc.message)
 
     @app.exception_handler(RequestValidationError)
-    async def validation_error(_request: Request, exc: RequestValidationError) -> JSONResponse:
-        return error_response(400, describe_validation_error(exc))
+    async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        content_type = request.headers.get("content-type", "")
+        return error_response(400, describe_validation_error(exc, content_type))
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:

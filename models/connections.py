@@ -9,6 +9,7 @@ from sqlmodel import Field, SQLModel
 
 from models.clock import utc_now
 from models.db import UTCDateTime, new_id
+from models.requests import RequestBody
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
 
@@ -22,9 +23,7 @@ class Connection(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utc_now, sa_type=UTCDateTime)
 
 
-class ConnectionCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class ConnectionCreate(RequestBody):
     name: str = pydantic.Field(pattern=NAME_PATTERN)
     type: str = pydantic.Field(min_length=1, max_length=64)
     subtype: str = pydantic.Field(default="", max_length=64)

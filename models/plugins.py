@@ -9,12 +9,13 @@ from enum import StrEnum
 from typing import Self
 
 import pydantic
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, model_validator
 from sqlalchemy import JSON, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from models.clock import utc_now
 from models.db import UTCDateTime, enum_column, new_id
+from models.requests import RequestBody
 
 MAX_CONNECTION_CONFIG_ITEMS = 100
 MAX_CONNECTION_CONFIG_ITEM = 255
@@ -48,10 +49,8 @@ class PluginConnection(SQLModel, table=True):
     config: list[str] = Field(default_factory=list, sa_type=JSON)
 
 
-class PluginConnectionIn(BaseModel):
+class PluginConnectionIn(RequestBody):
     """A connection of a plugin, named by its id or its name."""
-
-    model_config = ConfigDict(extra="forbid")
 
     id: uuid.UUID | None = None
     name: str | None = None
@@ -69,16 +68,12 @@ class PluginConnectionIn(BaseModel):
         return self
 
 
-class PluginCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class PluginCreate(RequestBody):
     name: PluginName
     connections: list[PluginConnectionIn] = pydantic.Field(default_factory=list)
 
 
-class PluginUpdate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class PluginUpdate(RequestBody):
     connections: list[PluginConnectionIn]
 
 

@@ -8,7 +8,6 @@ from typing import Any, Literal, Self
 import pydantic
 from pydantic import (
     BaseModel,
-    ConfigDict,
     SerializerFunctionWrapHandler,
     field_validator,
     model_serializer,
@@ -19,6 +18,7 @@ from sqlmodel import Field, SQLModel
 
 from models.clock import utc_now
 from models.db import UTCDateTime, enum_column, new_id
+from models.requests import RequestBody
 from models.review_machine import Decision, ReviewStatus, parse_clock_time
 from models.rules import DEFAULT_ACCESS_DURATION_NS
 
@@ -94,10 +94,8 @@ class ReviewDecisionRecord(SQLModel, table=True):
 # -- request ----------------------------------------------------------------------------------
 
 
-class TimeWindow(BaseModel):
+class TimeWindow(RequestBody):
     """When an approved session may run (spec 2.2); clock times are UTC."""
-
-    model_config = ConfigDict(extra="forbid")
 
     type: Literal["time_range"]
     configuration: dict[str, str]
@@ -118,10 +116,8 @@ class TimeWindow(BaseModel):
         return configuration
 
 
-class ReviewDecisionRequest(BaseModel):
+class ReviewDecisionRequest(RequestBody):
     """Body of ``PUT /reviews/{id}`` (spec 2.1)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     status: Decision
     force_review: bool = False

@@ -12,6 +12,7 @@ from sqlmodel import Field, SQLModel
 from models.clock import utc_now
 from models.connections import NAME_PATTERN
 from models.db import UTCDateTime, new_id
+from models.requests import MAX_DURATION_NS, RequestBody
 from models.users import validate_group_names
 
 DEFAULT_ACCESS_DURATION_NS = 1_800_000_000_000
@@ -32,17 +33,17 @@ class AccessRequestRule(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utc_now, sa_type=UTCDateTime)
 
 
-class AccessRequestRuleIn(BaseModel):
+class AccessRequestRuleIn(RequestBody):
     """The whole rule, as created or replaced."""
-
-    model_config = ConfigDict(extra="forbid")
 
     name: str = pydantic.Field(pattern=NAME_PATTERN)
     connections: list[str] = pydantic.Field(min_length=1, max_length=1000)
     approval_groups: list[str] = pydantic.Field(min_length=1, max_length=100)
     force_approval_groups: list[str] = pydantic.Field(default_factory=list, max_length=100)
     min_approvals: int | None = pydantic.Field(default=None, ge=1, le=100)
-    access_max_duration: int | None = pydantic.Field(default=None, gt=0, description="Nanoseconds.")
+    access_max_duration: int | None = pydantic.Field(
+        default=None, gt=0, le=MAX_DURATION_NS, description="Nanoseconds."
+    )
 
     @field_validator("approval_groups", "force_approval_groups")
     @classmethod

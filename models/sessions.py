@@ -5,12 +5,13 @@ from datetime import datetime
 from enum import StrEnum
 
 import pydantic
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 from sqlalchemy import BigInteger, Text
 from sqlmodel import Field, SQLModel
 
 from models.clock import utc_now
 from models.db import UTCDateTime, enum_column, new_id
+from models.requests import MAX_DURATION_NS, RequestBody
 from models.review_machine import ReviewStatus
 from models.reviews import ReviewPublic, ReviewType
 from models.rules import DEFAULT_ACCESS_DURATION_NS
@@ -51,14 +52,15 @@ def session_status(review_status: ReviewStatus | None, executed_at: datetime | N
     return SessionStatus.DENIED
 
 
-class SessionCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class SessionCreate(RequestBody):
     connection: str = pydantic.Field(min_length=1, max_length=128)
     script: str = pydantic.Field(default="", max_length=MAX_SCRIPT_BYTES)
     type: ReviewType = ReviewType.ONETIME
     access_duration: int = pydantic.Field(
-        default=DEFAULT_ACCESS_DURATION_NS, gt=0, description="Nanoseconds; jit sessions only."
+        default=DEFAULT_ACCESS_DURATION_NS,
+        gt=0,
+        le=MAX_DURATION_NS,
+        description="Nanoseconds; jit sessions only.",
     )
 
 

@@ -22,7 +22,9 @@ class Settings(BaseSettings):
         default="",
         description="SQLAlchemy URL; empty means a SQLite file in the data directory.",
     )
-    auth: Literal["local", "oidc"] = "local"
+    auth: Literal["local"] = Field(
+        default="local", description="local: tokens signed by this service (accessgate token)."
+    )
     secret_key: str = Field(
         default="",
         description="Signs local tokens; empty means a key generated once into the data directory.",

@@ -11,6 +11,7 @@ from sqlmodel import Field, SQLModel
 
 from models.clock import utc_now
 from models.db import UTCDateTime, enum_column, new_id
+from models.requests import RequestBody
 
 ADMIN_GROUP = "admin"
 DEFAULT_ORGANIZATION = "default"
@@ -72,10 +73,8 @@ class UserPublic(BaseModel):
     created_at: datetime
 
 
-class UserUpdate(BaseModel):
+class UserUpdate(RequestBody):
     """What an admin may change on a user; absent fields stay as they are."""
-
-    model_config = ConfigDict(extra="forbid")
 
     status: UserStatus | None = None
     groups: list[str] | None = None

@@ -126,3 +126,18 @@ def test_unknown_paths_answer_json_404(client):
 
     assert response.status_code == 404
     assert response.json() == {"message": "Not Found"}
+
+
+def test_a_form_encoded_body_is_told_to_send_json(client, engine):
+    admin = make_user(engine, "admin", ["admin"])
+
+    response = client.post(
+        "/api/connections",
+        content=b'{"name":"pg","type":"database"}',
+        headers={**admin.headers, "Content-Type": "application/x-www-form-urlencoded"},
+    )
+
+    assert response.status_code == 400
+    assert response.json() == {
+        "message": "send the request body as JSON with Content-Type: application/json"
+    }

@@ -230,3 +230,30 @@ def test_sessions_are_private_to_their_owner_and_admins(client, engine, admin, d
     assert (
         client.post(f"/api/sessions/{session['id']}/exec", headers=other.headers).status_code == 404
     )
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
+@pytest.mark.parametrize(
+    ("path", "body", "fragment"),
+    [
+        ("/api/connections", {"name": "pg", "type": "data\x00base"}, "NUL"),
+        ("/api/sessions", {"connection": "pg-prod", "script": "select '\x00'"}, "NUL"),
+        (
+            "/api/sessions",
+            {"connection": "pg-prod", "access_duration": 10**30},
+            "body.access_duration",
+        ),
+        (
+            "/api/sessions",
+            {"connection": "pg-prod", "type": "jit", "access_duration": 2**63},
+            "body.access_duration",
+        ),
+    ],
+)
+def test_values_no_backend_can_store_are_400_not_500(client, admin, path, body, fragment):
+    make_connection(client, admin, "pg-prod")
+
+    response = client.post(path, json=body, headers=admin.headers)
+
+    assert response.status_code == 400
+    assert fragment in response.json()["message"]

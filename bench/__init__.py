@@ -1,0 +1,1 @@
+"""Benchmarks of the service, run by ``make bench``."""

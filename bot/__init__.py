@@ -1,0 +1,4 @@
+"""The Slack transport of accessgate: review cards and their buttons.
+
+It calls the same ``models`` services as the REST API and never imports ``api``.
+"""
