@@ -40,6 +40,9 @@ def status_for(error: errors.DomainError) -> int:
 
 
 def error_response(status: int, message: str) -> JSONResponse:
+    # Messages may quote client input (a path segment, a name); input that is not valid Unicode
+    # must not turn a refusal into a failure to encode the refusal.
+    message = message.encode("utf-8", "replace").decode("utf-8")
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     return JSONResponse(status_code=status, content={"message": message}, headers=headers)
 

@@ -1,7 +1,8 @@
-"""The base of every request body: unknown fields and NUL characters are refused.
+"""The base of every request body: unknown fields and text no backend can store are refused.
 
-PostgreSQL cannot store NUL in text, and a field the service does not know is a mistake the
-client should hear about rather than data silently dropped.
+PostgreSQL cannot store NUL in text, neither backend can store lone UTF-16 surrogates (JSON lets
+a client send ``"\\ud800"``), and a field the service does not know is a mistake the client should
+hear about rather than data silently dropped.
 """
 
 from typing import Any
@@ -12,13 +13,27 @@ MAX_DURATION_NS = 366 * 24 * 3600 * 1_000_000_000
 """Durations are bounded (a year) so they fit every backend's 64-bit integers."""
 
 
-def _contains_nul(value: Any) -> bool:
+def is_storable_text(text: str) -> bool:
+    """Whether ``text`` is valid Unicode without NUL characters."""
+    if "\x00" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _contains_unstorable_text(value: Any) -> bool:
     if isinstance(value, str):
-        return "\x00" in value
+        return not is_storable_text(value)
     if isinstance(value, dict):
-        return any(_contains_nul(key) or _contains_nul(item) for key, item in value.items())
+        return any(
+            _contains_unstorable_text(key) or _contains_unstorable_text(item)
+            for key, item in value.items()
+        )
     if isinstance(value, list | tuple):
-        return any(_contains_nul(item) for item in value)
+        return any(_contains_unstorable_text(item) for item in value)
     return False
 
 
@@ -27,7 +42,7 @@ class RequestBody(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _refuse_nul(cls, data: Any) -> Any:
-        if _contains_nul(data):
-            raise ValueError("text may not contain NUL characters")
+    def _refuse_unstorable_text(cls, data: Any) -> Any:
+        if _contains_unstorable_text(data):
+            raise ValueError("text may not contain NUL characters or unpaired surrogates")
         return data

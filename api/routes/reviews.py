@@ -11,6 +11,9 @@ from models.reviews import Door, ReviewDecisionRequest, ReviewPublic
 
 router = APIRouter(prefix="/reviews", tags=["reviews"])
 
+MAX_OFFSET = 2**31
+"""Keeps the offset inside every backend's integer range."""
+
 
 class ReviewPage(BaseModel):
     items: list[ReviewPublic]
@@ -25,7 +28,7 @@ def list_reviews(
     user: CurrentUser,
     status: ReviewStatus | None = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
 ) -> ReviewPage:
     """Reviews the caller owns or reviews (admins: all), newest first."""
     items, total = review_service.list_reviews(

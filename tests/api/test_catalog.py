@@ -1,5 +1,7 @@
 """Connections, the review plugin's groups and access request rules: what admins configure."""
 
+import json
+
 import pytest
 
 from tests.factories import make_connection, make_user, open_session
@@ -238,6 +240,12 @@ def test_sessions_are_private_to_their_owner_and_admins(client, engine, admin, d
     [
         ("/api/connections", {"name": "pg", "type": "data\x00base"}, "NUL"),
         ("/api/sessions", {"connection": "pg-prod", "script": "select '\x00'"}, "NUL"),
+        ("/api/sessions", {"connection": "pg-\ud800"}, "unpaired surrogates"),
+        (
+            "/api/connections",
+            {"name": "pg", "type": "db", "subtype": "\udfff"},
+            "unpaired surrogates",
+        ),
         (
             "/api/sessions",
             {"connection": "pg-prod", "access_duration": 10**30},
@@ -253,7 +261,19 @@ def test_sessions_are_private_to_their_owner_and_admins(client, engine, admin, d
 def test_values_no_backend_can_store_are_400_not_500(client, admin, path, body, fragment):
     make_connection(client, admin, "pg-prod")
 
-    response = client.post(path, json=body, headers=admin.headers)
+    # json.dumps escapes as a client's JSON library would: "\\u0000", "\\ud800".
+    response = client.post(
+        path,
+        content=json.dumps(body),
+        headers={**admin.headers, "Content-Type": "application/json"},
+    )
 
     assert response.status_code == 400
     assert fragment in response.json()["message"]
+
+
+def test_paging_beyond_any_backend_integer_is_400(client, admin):
+    response = client.get("/api/reviews", params={"offset": 10**20}, headers=admin.headers)
+
+    assert response.status_code == 400
+    assert "query.offset" in response.json()["message"]
