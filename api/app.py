@@ -5,7 +5,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from api.errors import ERROR_RESPONSES, install_error_handlers
+from api.errors import ERROR_RESPONSES, document_errors_as_sent, install_error_handlers
 from api.routes import connections, health, plugins, reviews, rules, sessions, users
 from models.db import create_db_engine, upgrade_database
 from models.settings import Settings, get_settings, resolve_secret_key
@@ -40,4 +40,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     for router in (health, users, connections, plugins, rules, sessions, reviews):
         app.include_router(router.router, prefix=API_PREFIX, responses=ERROR_RESPONSES)
+    document_errors_as_sent(app)
     return app

@@ -18,7 +18,7 @@ from models.plugins import (
     PluginPublic,
 )
 from models.user_service import require_admin
-from models.users import User
+from models.users import User, validate_group_names
 
 
 def create_plugin(*, session: Session, actor: User, request: PluginCreate) -> PluginPublic:
@@ -88,6 +88,10 @@ def _get_plugin(session: Session, actor: User, name: str) -> Plugin:
     return plugin
 
 
+# Plugins whose per-connection config is a list of group names.
+GROUP_CONFIG_PLUGINS = frozenset({PluginName.REVIEW, PluginName.ACCESS_CONTROL})
+
+
 def _replace_connections(
     session: Session, actor: User, plugin: Plugin, connections: list[PluginConnectionIn]
 ) -> None:
@@ -96,12 +100,21 @@ def _replace_connections(
         connection = _resolve_connection(session, actor, item)
         if connection.id in resolved:
             raise errors.InvalidRequest(f"connection {connection.name!r} is listed more than once")
-        resolved[connection.id] = item.config
+        resolved[connection.id] = _checked_config(plugin.name, connection.name, item.config)
     session.exec(delete(PluginConnection).where(col(PluginConnection.plugin_id) == plugin.id))
     for connection_id, config in resolved.items():
         session.add(
             PluginConnection(plugin_id=plugin.id, connection_id=connection_id, config=config)
         )
+
+
+def _checked_config(plugin_name: PluginName, connection_name: str, config: list[str]) -> list[str]:
+    if plugin_name not in GROUP_CONFIG_PLUGINS:
+        return config
+    try:
+        return validate_group_names(config)
+    except ValueError as exc:
+        raise errors.InvalidRequest(f"connection {connection_name!r}: {exc}") from exc
 
 
 def _resolve_connection(session: Session, actor: User, item: PluginConnectionIn) -> Connection:

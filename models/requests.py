@@ -25,15 +25,18 @@ def is_storable_text(text: str) -> bool:
 
 
 def _contains_unstorable_text(value: Any) -> bool:
-    if isinstance(value, str):
-        return not is_storable_text(value)
-    if isinstance(value, dict):
-        return any(
-            _contains_unstorable_text(key) or _contains_unstorable_text(item)
-            for key, item in value.items()
-        )
-    if isinstance(value, list | tuple):
-        return any(_contains_unstorable_text(item) for item in value)
+    # Iterative, so a deeply nested body is refused rather than exhausting the stack.
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            if not is_storable_text(item):
+                return True
+        elif isinstance(item, dict):
+            pending.extend(item.keys())
+            pending.extend(item.values())
+        elif isinstance(item, list | tuple):
+            pending.extend(item)
     return False
 
 

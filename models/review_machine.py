@@ -179,12 +179,13 @@ def _approve(state: ReviewState, own_groups: list[str], *, force: bool) -> Outco
 
 # -- time windows -----------------------------------------------------------------------------
 
-CLOCK_TIME = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)$")
+# [0-9], not \d, which also matches other scripts' digits; fullmatch, so no trailing newline.
+CLOCK_TIME = re.compile(r"([01][0-9]|2[0-3]):([0-5][0-9])")
 
 
 def parse_clock_time(value: str) -> time:
     """Parse a 24-hour ``HH:MM`` clock time, or raise ValueError."""
-    match = CLOCK_TIME.match(value)
+    match = CLOCK_TIME.fullmatch(value)
     if match is None:
         raise ValueError(f"{value!r} is not a 24-hour HH:MM time")
     return time(int(match.group(1)), int(match.group(2)))

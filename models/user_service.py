@@ -7,6 +7,7 @@ from sqlmodel import Session, col, select
 
 from models import errors
 from models.users import (
+    ADMIN_GROUP,
     DEFAULT_ORGANIZATION,
     Organization,
     User,
@@ -86,6 +87,8 @@ def update_user(*, session: Session, user_id: uuid.UUID, update: UserUpdate, act
     changes = update.model_dump(exclude_unset=True)
     if user.id == actor.id and changes.get("status") is UserStatus.INACTIVE:
         raise errors.InvalidRequest("you cannot set yourself inactive")
+    if user.id == actor.id and update.groups is not None and ADMIN_GROUP not in update.groups:
+        raise errors.InvalidRequest("you cannot remove yourself from the admin group")
     if "status" in changes and update.status is not None:
         user.status = update.status
     if "groups" in changes and update.groups is not None:

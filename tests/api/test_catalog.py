@@ -277,3 +277,42 @@ def test_paging_beyond_any_backend_integer_is_400(client, admin):
 
     assert response.status_code == 400
     assert "query.offset" in response.json()["message"]
+
+
+def test_reviewer_groups_in_the_review_plugin_are_group_names(client, admin):
+    make_connection(client, admin, "pg-prod")
+    client.post("/api/plugins", json={"name": "review"}, headers=admin.headers)
+
+    response = client.put(
+        "/api/plugins/review",
+        json={"connections": [{"name": "pg-prod", "config": ["dba", "x" * 150]}]},
+        headers=admin.headers,
+    )
+
+    assert response.status_code == 400
+    assert response.json()["message"].startswith("connection 'pg-prod': group names are 1 to 100")
+    assert client.get("/api/plugins/review", headers=admin.headers).json()["connections"] == []
+
+
+def test_a_deeply_nested_body_is_400(client, admin):
+    body = '{"connection": "pg-prod", "script": ' + "[" * 500 + "]" * 500 + "}"
+
+    response = client.post(
+        "/api/sessions",
+        content=body,
+        headers={**admin.headers, "Content-Type": "application/json"},
+    )
+
+    assert response.status_code == 400
+    assert "body.script" in response.json()["message"]
+
+
+def test_the_openapi_description_documents_400_not_422(client):
+    schema = client.get("/api/openapi.json").json()
+
+    put_review = schema["paths"]["/api/reviews/{review_id}"]["put"]["responses"]
+    assert "422" not in put_review
+    assert put_review["400"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/ErrorBody"
+    }
+    assert schema["info"]["version"] == "1.173.0"

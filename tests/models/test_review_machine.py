@@ -221,7 +221,9 @@ def test_time_windows_including_ones_that_cross_midnight(start, end, clock, insi
     assert within_time_window(parse_clock_time(start), parse_clock_time(end), moment) is inside
 
 
-@pytest.mark.parametrize("text", ["24:00", "9:00", "09:60", "0900", "09:00:00", "", "ab:cd"])
+@pytest.mark.parametrize(
+    "text", ["24:00", "9:00", "09:60", "0900", "09:00:00", "", "ab:cd", "17:00\n", "0\u0669:00"]
+)
 def test_clock_times_must_be_24_hour_hh_mm(text):
     with pytest.raises(ValueError, match="HH:MM"):
         parse_clock_time(text)
