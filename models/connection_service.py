@@ -5,6 +5,7 @@ from sqlmodel import Session, col, select
 
 from models import errors
 from models.connections import Connection, ConnectionCreate
+from models.db import begin_write
 from models.user_service import require_admin
 from models.users import User
 
@@ -12,6 +13,7 @@ from models.users import User
 def create_connection(*, session: Session, actor: User, request: ConnectionCreate) -> Connection:
     """Create a connection; its name is unique. Commit."""
     require_admin(actor)
+    begin_write(session)
     connection = Connection(organization_id=actor.organization_id, **request.model_dump())
     session.add(connection)
     try:

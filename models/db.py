@@ -16,10 +16,9 @@ from sqlmodel import Session, create_engine
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 
-# SQLite allows one writer at a time. A transaction that reads first and writes later cannot
-# upgrade its lock once another writer has committed (SQLITE_BUSY, no waiting), so every
-# transaction starts as a writer: concurrent requests queue on busy_timeout instead of failing.
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+WRITE_OPTION = "accessgate_write"
+WRITE_STATEMENTS = ("INSERT", "UPDATE", "DELETE")
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -76,9 +75,23 @@ def _create_sqlite_engine(url: str) -> Engine:
         cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         cursor.close()
 
+    # SQLite allows one writer at a time, and a transaction that has read cannot upgrade to a
+    # writer once another writer committed (SQLITE_BUSY at once, no waiting). So transactions
+    # that will write start as writers (BEGIN IMMEDIATE, queueing on busy_timeout), and reads
+    # stay deferred: in WAL mode they never block or wait, whatever a request holds meanwhile.
     @event.listens_for(engine, "begin")
-    def begin_as_writer(connection: Any) -> None:
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+    def begin(connection: Any) -> None:
+        writer = connection.get_execution_options().get(WRITE_OPTION, False)
+        connection.exec_driver_sql("BEGIN IMMEDIATE" if writer else "BEGIN")
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def refuse_writes_outside_write_transactions(
+        connection: Any, _cursor: Any, statement: str, *_args: Any
+    ) -> None:
+        if statement.lstrip()[:6].upper() in WRITE_STATEMENTS and not (
+            connection.get_execution_options().get(WRITE_OPTION, False)
+        ):
+            raise RuntimeError("a write outside begin_write(): it could fail with SQLITE_BUSY")
 
     return engine
 
@@ -94,6 +107,20 @@ def session_scope(engine: Engine) -> Iterator[Session]:
             raise
 
 
+def begin_write(session: Session) -> None:
+    """Start the session's transaction as a writer; every service that writes calls this first.
+
+    Any read transaction still open (the caller's authentication, say) is ended first. On SQLite
+    the new transaction takes the database's write lock at once; on PostgreSQL it is an ordinary
+    transaction and row locks do the serializing.
+    """
+    if session.new or session.dirty or session.deleted:
+        raise RuntimeError("begin_write() with unflushed changes would commit them")
+    if session.in_transaction():
+        session.commit()
+    session.connection(execution_options={WRITE_OPTION: True})
+
+
 def upgrade_database(engine: Engine) -> None:
     """Bring the schema to the newest migration (safe to run from several processes at once)."""
     from alembic import command
@@ -101,7 +128,7 @@ def upgrade_database(engine: Engine) -> None:
 
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
-    with engine.begin() as connection:
+    with engine.execution_options(**{WRITE_OPTION: True}).begin() as connection:
         if connection.dialect.name == "postgresql":
             # Processes starting together take turns; the lock ends with the transaction.
             connection.exec_driver_sql("SELECT pg_advisory_xact_lock(7310541)")

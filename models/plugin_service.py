@@ -7,6 +7,7 @@ from sqlmodel import Session, col, delete, select
 
 from models import errors
 from models.connections import Connection
+from models.db import begin_write
 from models.plugins import (
     Plugin,
     PluginConfigPublic,
@@ -24,6 +25,7 @@ from models.users import User, validate_group_names
 def create_plugin(*, session: Session, actor: User, request: PluginCreate) -> PluginPublic:
     """Enable a plugin with its connections; each plugin exists once. Commit."""
     require_admin(actor)
+    begin_write(session)
     plugin = Plugin(organization_id=actor.organization_id, name=request.name)
     session.add(plugin)
     try:
@@ -41,6 +43,7 @@ def update_plugin(
 ) -> PluginPublic:
     """Replace the connections of a plugin. Commit."""
     require_admin(actor)
+    begin_write(session)
     plugin = _get_plugin(session, actor, name)
     _replace_connections(session, actor, plugin, connections)
     session.commit()

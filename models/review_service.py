@@ -8,6 +8,7 @@ from sqlalchemy import ColumnElement, exists, func, or_
 from sqlmodel import Session, col, select
 
 from models import errors
+from models.db import begin_write
 from models.outbox import EventKind, record_event
 from models.review_machine import (
     Decision,
@@ -48,6 +49,7 @@ def update_review(
     The review row is locked for the whole transaction, so simultaneous decisions on one review
     apply one after the other and none is lost.
     """
+    begin_write(session)
     review = _lock_review(session, review_ref, actor)
     entries = list(session.exec(select(ReviewGroup).where(ReviewGroup.review_id == review.id)))
     before = ReviewState(

@@ -7,6 +7,7 @@ from sqlmodel import Session, col, select
 
 from models import errors
 from models.connections import Connection
+from models.db import begin_write
 from models.rules import AccessRequestRule, AccessRequestRuleIn
 from models.user_service import require_admin
 from models.users import User
@@ -19,6 +20,7 @@ def create_rule(
 ) -> AccessRequestRule:
     """Create a rule. A connection is governed by at most one rule. Commit."""
     require_admin(actor)
+    begin_write(session)
     _check_connections(session, actor, request, replacing=None)
     rule = AccessRequestRule(organization_id=actor.organization_id, **request.model_dump())
     return _save(session, rule, request.name)
@@ -29,6 +31,7 @@ def replace_rule(
 ) -> AccessRequestRule:
     """Replace every field of a rule. Reviews already created keep what they were made with."""
     require_admin(actor)
+    begin_write(session)
     rule = get_rule(session=session, actor=actor, rule_id=rule_id)
     _check_connections(session, actor, request, replacing=rule.id)
     for field, value in request.model_dump().items():
@@ -39,6 +42,7 @@ def replace_rule(
 def delete_rule(*, session: Session, actor: User, rule_id: uuid.UUID) -> None:
     """Delete a rule. Commit."""
     require_admin(actor)
+    begin_write(session)
     session.delete(get_rule(session=session, actor=actor, rule_id=rule_id))
     session.commit()
 

@@ -8,6 +8,7 @@ from sqlmodel import Session, select
 
 from models import errors
 from models.connection_service import find_connection
+from models.db import begin_write
 from models.outbox import EventKind, record_event
 from models.plugin_service import plugin_connection_config
 from models.plugins import PluginName
@@ -65,6 +66,7 @@ def open_session(
     *, session: Session, owner: User, request: SessionCreate, now: datetime
 ) -> SessionPublic:
     """Open a session on a connection, with a PENDING review when review is configured."""
+    begin_write(session)
     connection = find_connection(session=session, actor=owner, name=request.connection)
     if connection is None:
         raise errors.NotFound(f"no connection is called {request.connection!r}")
@@ -140,6 +142,7 @@ def execute_session(
     *, session: Session, actor: User, session_id: uuid.UUID, now: datetime
 ) -> SessionPublic:
     """Start the session if its review allows it now; a onetime review moves to PROCESSING."""
+    begin_write(session)
     gateway_session = _visible_session(session, actor, session_id)
     if gateway_session.owner_id != actor.id and not actor.is_admin:
         raise errors.Forbidden("only the owner of the session can execute it")

@@ -6,6 +6,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from models import errors
+from models.db import begin_write
 from models.users import (
     ADMIN_GROUP,
     DEFAULT_ORGANIZATION,
@@ -37,6 +38,7 @@ def upsert_user(
         clean_groups = None if groups is None else validate_group_names(groups)
     except ValueError as exc:
         raise errors.InvalidRequest(str(exc)) from exc
+    begin_write(session)
     user = session.exec(select(User).where(User.sub == sub)).first()
     if user is None:
         user = User(sub=sub, organization_id=default_organization(session).id)
@@ -81,6 +83,7 @@ def list_users(*, session: Session, actor: User) -> list[User]:
 def update_user(*, session: Session, user_id: uuid.UUID, update: UserUpdate, actor: User) -> User:
     """Apply an admin's change to a user; commit."""
     require_admin(actor)
+    begin_write(session)
     user = session.get(User, user_id)
     if user is None or user.organization_id != actor.organization_id:
         raise errors.NotFound("user not found")

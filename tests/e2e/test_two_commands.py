@@ -1,5 +1,6 @@
 """The product as a user runs it: `accessgate token` and `accessgate serve`, then plain HTTP."""
 
+import asyncio
 import os
 import stat
 import subprocess
@@ -132,3 +133,44 @@ def test_token_refuses_bad_groups_with_a_message(environment):
     assert result.returncode == 2
     assert result.stdout == ""
     assert "group names are 1 to 100 characters without spaces" in result.stderr
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
+def test_more_simultaneous_approvals_than_worker_threads_all_succeed(environment, server):
+    """Regression: requests once held SQLite's write lock while queued for a worker thread."""
+    simultaneous = 64  # above the 40 worker threads of the server
+    admin = {"Authorization": "Bearer " + token(environment, "--sub", "admin", "--groups", "admin")}
+    requester = {
+        "Authorization": "Bearer " + token(environment, "--sub", "rita", "--groups", "dev")
+    }
+    reviewer = {"Authorization": "Bearer " + token(environment, "--sub", "dan", "--groups", "dba")}
+    with httpx.Client(base_url=server) as api:
+        api.post("/connections", json={"name": "db", "type": "database"}, headers=admin)
+        api.post(
+            "/plugins",
+            json={"name": "review", "connections": [{"name": "db", "config": ["dba"]}]},
+            headers=admin,
+        )
+        review_ids = [
+            api.post("/sessions", json={"connection": "db"}, headers=requester).json()["review"][
+                "id"
+            ]
+            for _ in range(simultaneous)
+        ]
+
+    async def approve_all() -> list[httpx.Response]:
+        limits = httpx.Limits(max_connections=simultaneous)
+        async with httpx.AsyncClient(base_url=server, limits=limits, timeout=60) as api:
+            return await asyncio.gather(
+                *[
+                    api.put(f"/reviews/{review_id}", json={"status": "APPROVED"}, headers=reviewer)
+                    for review_id in review_ids
+                ]
+            )
+
+    responses = asyncio.run(approve_all())
+
+    assert [response.status_code for response in responses] == [200] * simultaneous
+    with httpx.Client(base_url=server) as api:
+        approved = api.get("/reviews", params={"status": "APPROVED", "limit": 200}, headers=admin)
+    assert approved.json()["total"] == simultaneous
