@@ -51,7 +51,13 @@ def update_review(
     """
     begin_write(session)
     review = _lock_review(session, review_ref, actor)
-    entries = list(session.exec(select(ReviewGroup).where(ReviewGroup.review_id == review.id)))
+    entries = list(
+        session.exec(
+            select(ReviewGroup)
+            .where(ReviewGroup.review_id == review.id)
+            .order_by(col(ReviewGroup.group))
+        )
+    )
     before = ReviewState(
         status=review.status,
         owner_id=review.owner_id,
@@ -68,7 +74,8 @@ def update_review(
         _apply(session, review, entries, outcome, actor=actor, request=request, now=now)
         _record(session, review, before, outcome, actor=actor, request=request, door=door, now=now)
     session.commit()
-    return review_views(session, [review])[0]
+    # Rendered from what this transaction already holds; only other reviewers are looked up.
+    return _review_view(review, _entry_views(session, entries, known_users=[actor]))
 
 
 def _lock_review(session: Session, review_ref: str, actor: User) -> Review:
@@ -228,22 +235,27 @@ def review_views(session: Session, reviews: Sequence[Review]) -> list[ReviewPubl
     """Render reviews with their entries and reviewers, in two queries whatever their number."""
     if not reviews:
         return []
-    review_ids = [review.id for review in reviews]
     entries = session.exec(
         select(ReviewGroup)
-        .where(col(ReviewGroup.review_id).in_(review_ids))
+        .where(col(ReviewGroup.review_id).in_([r.id for r in reviews]))
         .order_by(col(ReviewGroup.group))
     ).all()
-    reviewer_ids = {entry.reviewed_by_id for entry in entries if entry.reviewed_by_id}
-    reviewers = (
-        {user.id: user for user in session.exec(select(User).where(col(User.id).in_(reviewer_ids)))}
-        if reviewer_ids
-        else {}
-    )
-    entries_by_review: dict[uuid.UUID, list[ReviewGroupPublic]] = {rid: [] for rid in review_ids}
-    for entry in entries:
-        entries_by_review[entry.review_id].append(_entry_view(entry, reviewers))
-    return [_review_view(review, entries_by_review[review.id]) for review in reviews]
+    views = _entry_views(session, entries, known_users=[])
+    views_by_review: dict[uuid.UUID, list[ReviewGroupPublic]] = {r.id: [] for r in reviews}
+    for entry, view in zip(entries, views, strict=True):
+        views_by_review[entry.review_id].append(view)
+    return [_review_view(review, views_by_review[review.id]) for review in reviews]
+
+
+def _entry_views(
+    session: Session, entries: Sequence[ReviewGroup], *, known_users: list[User]
+) -> list[ReviewGroupPublic]:
+    """Render entries in their order, fetching the reviewers not in ``known_users``."""
+    users = {user.id: user for user in known_users}
+    missing = {e.reviewed_by_id for e in entries if e.reviewed_by_id} - users.keys()
+    if missing:
+        users.update((u.id, u) for u in session.exec(select(User).where(col(User.id).in_(missing))))
+    return [_entry_view(entry, users) for entry in entries]
 
 
 def _entry_view(entry: ReviewGroup, reviewers: dict[uuid.UUID, User]) -> ReviewGroupPublic:
