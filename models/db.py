@@ -11,8 +11,11 @@ from typing import Any
 from sqlalchemy import DateTime, Engine, event
 from sqlalchemy import Enum as SAEnum
 from sqlalchemy.engine import Dialect, make_url
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.types import TypeDecorator
 from sqlmodel import Session, create_engine
+
+from models import errors
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 
@@ -50,7 +53,9 @@ def create_db_engine(url: str) -> Engine:
     """Create the engine for ``url``, tuned for its backend."""
     if make_url(url).get_backend_name() == "sqlite":
         return _create_sqlite_engine(url)
-    return create_engine(url, pool_size=20, max_overflow=20, pool_pre_ping=True)
+    # No pre-ping: it costs a round trip per transaction; recycling bounds how stale a pooled
+    # connection can get, and a request on a dead one fails once and is not retried silently.
+    return create_engine(url, pool_size=20, max_overflow=20, pool_recycle=1800)
 
 
 def _create_sqlite_engine(url: str) -> Engine:
@@ -91,7 +96,9 @@ def _create_sqlite_engine(url: str) -> Engine:
         if statement.lstrip()[:6].upper() in WRITE_STATEMENTS and not (
             connection.get_execution_options().get(WRITE_OPTION, False)
         ):
-            raise RuntimeError("a write outside begin_write(): it could fail with SQLITE_BUSY")
+            raise RuntimeError(
+                "a write outside write_transaction(): it could fail with SQLITE_BUSY"
+            )
 
     return engine
 
@@ -107,18 +114,37 @@ def session_scope(engine: Engine) -> Iterator[Session]:
             raise
 
 
-def begin_write(session: Session) -> None:
-    """Start the session's transaction as a writer; every service that writes calls this first.
+@contextmanager
+def write_transaction(session: Session) -> Iterator[None]:
+    """Run the block as one writing transaction: committed at its end, rolled back on error.
 
-    Any read transaction still open (the caller's authentication, say) is ended first. On SQLite
-    the new transaction takes the database's write lock at once; on PostgreSQL it is an ordinary
-    transaction and row locks do the serializing.
+    Every service that writes runs inside one, so no transaction, and no lock, outlives the
+    service call: on SQLite nothing holds the write lock while its request waits for a worker
+    thread. On SQLite any read transaction still open (the caller's authentication, say) is
+    ended first and the new one takes the write lock at once; on PostgreSQL row locks do the
+    serializing and an open transaction simply goes on (no extra round trips).
     """
     if session.new or session.dirty or session.deleted:
-        raise RuntimeError("begin_write() with unflushed changes would commit them")
-    if session.in_transaction():
+        raise RuntimeError("write_transaction() with unflushed changes would commit them")
+    if session.get_bind().dialect.name == "sqlite":
+        if session.in_transaction():
+            session.commit()
+        session.connection(execution_options={WRITE_OPTION: True})
+    try:
+        yield
         session.commit()
-    session.connection(execution_options={WRITE_OPTION: True})
+    except BaseException:
+        session.rollback()
+        raise
+
+
+def flush_or_conflict(session: Session, conflict: str) -> None:
+    """Flush pending rows; a unique constraint they violate becomes ``Conflict(conflict)``."""
+    try:
+        session.flush()
+    except IntegrityError as exc:
+        session.rollback()
+        raise errors.Conflict(conflict) from exc
 
 
 def upgrade_database(engine: Engine) -> None:

@@ -43,3 +43,20 @@ def record_event(
 ) -> None:
     """Add an event to the caller's transaction; it commits or rolls back with the change."""
     session.add(OutboxEvent(kind=kind, review_id=review_id, payload=payload, created_at=now))
+
+
+def record_review_event(
+    session: Session,
+    *,
+    kind: EventKind,
+    review_id: uuid.UUID,
+    session_id: uuid.UUID,
+    status: str,
+    now: datetime,
+    details: dict[str, Any] | None = None,
+) -> None:
+    """Add the event of a review entering ``status``; ``details`` say who and how."""
+    payload = {"review_id": str(review_id), "session_id": str(session_id), "status": status}
+    record_event(
+        session, kind=kind, review_id=review_id, payload={**payload, **(details or {})}, now=now
+    )

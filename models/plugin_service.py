@@ -2,12 +2,11 @@
 
 import uuid
 
-from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, delete, select
 
 from models import errors
 from models.connections import Connection
-from models.db import begin_write
+from models.db import flush_or_conflict, write_transaction
 from models.plugins import (
     Plugin,
     PluginConfigPublic,
@@ -25,16 +24,11 @@ from models.users import User, validate_group_names
 def create_plugin(*, session: Session, actor: User, request: PluginCreate) -> PluginPublic:
     """Enable a plugin with its connections; each plugin exists once. Commit."""
     require_admin(actor)
-    begin_write(session)
-    plugin = Plugin(organization_id=actor.organization_id, name=request.name)
-    session.add(plugin)
-    try:
-        session.flush()
-    except IntegrityError as exc:
-        session.rollback()
-        raise errors.Conflict(f"the {request.name} plugin already exists") from exc
-    _replace_connections(session, actor, plugin, request.connections)
-    session.commit()
+    with write_transaction(session):
+        plugin = Plugin(organization_id=actor.organization_id, name=request.name)
+        session.add(plugin)
+        flush_or_conflict(session, f"the {request.name} plugin already exists")
+        _replace_connections(session, actor, plugin, request.connections)
     return plugin_view(session, plugin)
 
 
@@ -43,10 +37,9 @@ def update_plugin(
 ) -> PluginPublic:
     """Replace the connections of a plugin. Commit."""
     require_admin(actor)
-    begin_write(session)
-    plugin = _get_plugin(session, actor, name)
-    _replace_connections(session, actor, plugin, connections)
-    session.commit()
+    with write_transaction(session):
+        plugin = _get_plugin(session, actor, name)
+        _replace_connections(session, actor, plugin, connections)
     return plugin_view(session, plugin)
 
 

@@ -8,8 +8,8 @@ from sqlalchemy import ColumnElement, exists, func, or_
 from sqlmodel import Session, col, select
 
 from models import errors
-from models.db import begin_write
-from models.outbox import EventKind, record_event
+from models.db import write_transaction
+from models.outbox import EventKind, record_review_event
 from models.review_machine import (
     Decision,
     Outcome,
@@ -49,31 +49,33 @@ def update_review(
     The review row is locked for the whole transaction, so simultaneous decisions on one review
     apply one after the other and none is lost.
     """
-    begin_write(session)
-    review = _lock_review(session, review_ref, actor)
-    entries = list(
-        session.exec(
-            select(ReviewGroup)
-            .where(ReviewGroup.review_id == review.id)
-            .order_by(col(ReviewGroup.group))
+    with write_transaction(session):
+        review = _lock_review(session, review_ref, actor)
+        entries = list(
+            session.exec(
+                select(ReviewGroup)
+                .where(ReviewGroup.review_id == review.id)
+                .order_by(col(ReviewGroup.group))
+            )
         )
-    )
-    before = ReviewState(
-        status=review.status,
-        owner_id=review.owner_id,
-        entries={entry.group: entry.status for entry in entries},
-        force_approval_groups=frozenset(review.force_approval_groups),
-        min_approvals=review.min_approvals,
-    )
-    reviewer = Reviewer(id=actor.id, groups=frozenset(actor.groups), is_admin=actor.is_admin)
-    outcome = decide(before, reviewer, request.status, force=request.force_review)
-    window_changes = (
-        request.time_window is not None and request.time_window.model_dump() != review.time_window
-    )
-    if outcome.changes(before) or window_changes:
-        _apply(session, review, entries, outcome, actor=actor, request=request, now=now)
-        _record(session, review, before, outcome, actor=actor, request=request, door=door, now=now)
-    session.commit()
+        before = ReviewState(
+            status=review.status,
+            owner_id=review.owner_id,
+            entries={entry.group: entry.status for entry in entries},
+            force_approval_groups=frozenset(review.force_approval_groups),
+            min_approvals=review.min_approvals,
+        )
+        reviewer = Reviewer(id=actor.id, groups=frozenset(actor.groups), is_admin=actor.is_admin)
+        outcome = decide(before, reviewer, request.status, force=request.force_review)
+        window_changes = (
+            request.time_window is not None
+            and request.time_window.model_dump() != review.time_window
+        )
+        if outcome.changes(before) or window_changes:
+            _apply(session, review, entries, outcome, actor=actor, request=request, now=now)
+            _record(
+                session, review, before, outcome, actor=actor, request=request, door=door, now=now
+            )
     # Rendered from what this transaction already holds; only other reviewers are looked up.
     return _review_view(review, _entry_views(session, entries, known_users=[actor]))
 
@@ -163,21 +165,20 @@ def _record(
             created_at=now,
         )
     )
-    record_event(
+    record_review_event(
         session,
         kind=EventKind.REVIEW_UPDATED,
         review_id=review.id,
-        payload={
-            "review_id": str(review.id),
-            "session_id": str(review.session_id),
-            "decision": request.status.value,
+        session_id=review.session_id,
+        status=outcome.status.value,
+        now=now,
+        details={
             "status_before": before.status.value,
-            "status": outcome.status.value,
+            "decision": request.status.value,
             "groups": sorted(outcome.entries),
             "actor_id": str(actor.id),
             "door": door.value,
         },
-        now=now,
     )
 
 

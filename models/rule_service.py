@@ -2,12 +2,11 @@
 
 import uuid
 
-from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from models import errors
 from models.connections import Connection
-from models.db import begin_write
+from models.db import flush_or_conflict, write_transaction
 from models.rules import AccessRequestRule, AccessRequestRuleIn
 from models.user_service import require_admin
 from models.users import User
@@ -20,10 +19,11 @@ def create_rule(
 ) -> AccessRequestRule:
     """Create a rule. A connection is governed by at most one rule. Commit."""
     require_admin(actor)
-    begin_write(session)
-    _check_connections(session, actor, request, replacing=None)
-    rule = AccessRequestRule(organization_id=actor.organization_id, **request.model_dump())
-    return _save(session, rule, request.name)
+    with write_transaction(session):
+        _check_connections(session, actor, request, replacing=None)
+        rule = AccessRequestRule(organization_id=actor.organization_id, **request.model_dump())
+        _save(session, rule, request.name)
+    return rule
 
 
 def replace_rule(
@@ -31,20 +31,20 @@ def replace_rule(
 ) -> AccessRequestRule:
     """Replace every field of a rule. Reviews already created keep what they were made with."""
     require_admin(actor)
-    begin_write(session)
-    rule = get_rule(session=session, actor=actor, rule_id=rule_id)
-    _check_connections(session, actor, request, replacing=rule.id)
-    for field, value in request.model_dump().items():
-        setattr(rule, field, value)
-    return _save(session, rule, request.name)
+    with write_transaction(session):
+        rule = get_rule(session=session, actor=actor, rule_id=rule_id)
+        _check_connections(session, actor, request, replacing=rule.id)
+        for field, value in request.model_dump().items():
+            setattr(rule, field, value)
+        _save(session, rule, request.name)
+    return rule
 
 
 def delete_rule(*, session: Session, actor: User, rule_id: uuid.UUID) -> None:
     """Delete a rule. Commit."""
     require_admin(actor)
-    begin_write(session)
-    session.delete(get_rule(session=session, actor=actor, rule_id=rule_id))
-    session.commit()
+    with write_transaction(session):
+        session.delete(get_rule(session=session, actor=actor, rule_id=rule_id))
 
 
 def get_rule(*, session: Session, actor: User, rule_id: uuid.UUID) -> AccessRequestRule:
@@ -104,11 +104,6 @@ def _check_connections(
             )
 
 
-def _save(session: Session, rule: AccessRequestRule, name: str) -> AccessRequestRule:
+def _save(session: Session, rule: AccessRequestRule, name: str) -> None:
     session.add(rule)
-    try:
-        session.commit()
-    except IntegrityError as exc:
-        session.rollback()
-        raise errors.Conflict(f"an access request rule named {name!r} already exists") from exc
-    return rule
+    flush_or_conflict(session, f"an access request rule named {name!r} already exists")

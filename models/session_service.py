@@ -8,8 +8,8 @@ from sqlmodel import Session, select
 
 from models import errors
 from models.connection_service import find_connection
-from models.db import begin_write
-from models.outbox import EventKind, record_event
+from models.db import write_transaction
+from models.outbox import EventKind, record_review_event
 from models.plugin_service import plugin_connection_config
 from models.plugins import PluginName
 from models.review_machine import ReviewStatus, parse_clock_time, within_time_window
@@ -66,36 +66,35 @@ def open_session(
     *, session: Session, owner: User, request: SessionCreate, now: datetime
 ) -> SessionPublic:
     """Open a session on a connection, with a PENDING review when review is configured."""
-    begin_write(session)
-    connection = find_connection(session=session, actor=owner, name=request.connection)
-    if connection is None:
-        raise errors.NotFound(f"no connection is called {request.connection!r}")
-    policy = review_policy(
-        session,
-        organization_id=owner.organization_id,
-        connection_id=connection.id,
-        connection_name=connection.name,
-    )
-    access_duration = request.access_duration
-    if policy is not None and policy.access_max_duration is not None:
-        access_duration = min(access_duration, policy.access_max_duration)
-    gateway_session = GatewaySession(
-        organization_id=owner.organization_id,
-        owner_id=owner.id,
-        connection_id=connection.id,
-        connection_name=connection.name,
-        script=request.script,
-        type=request.type,
-        access_duration=access_duration,
-        created_at=now,
-    )
-    session.add(gateway_session)
-    # The tables have no ORM relationships, so rows go in parent-first by explicit flushes.
-    session.flush()
-    review = None
-    if policy is not None:
-        review = _create_review(session, gateway_session, policy, now=now)
-    session.commit()
+    with write_transaction(session):
+        connection = find_connection(session=session, actor=owner, name=request.connection)
+        if connection is None:
+            raise errors.NotFound(f"no connection is called {request.connection!r}")
+        policy = review_policy(
+            session,
+            organization_id=owner.organization_id,
+            connection_id=connection.id,
+            connection_name=connection.name,
+        )
+        access_duration = request.access_duration
+        if policy is not None and policy.access_max_duration is not None:
+            access_duration = min(access_duration, policy.access_max_duration)
+        gateway_session = GatewaySession(
+            organization_id=owner.organization_id,
+            owner_id=owner.id,
+            connection_id=connection.id,
+            connection_name=connection.name,
+            script=request.script,
+            type=request.type,
+            access_duration=access_duration,
+            created_at=now,
+        )
+        session.add(gateway_session)
+        # The tables have no ORM relationships, so rows go in parent-first by explicit flushes.
+        session.flush()
+        review = None
+        if policy is not None:
+            review = _create_review(session, gateway_session, policy, now=now)
     return _session_view(session, gateway_session, review)
 
 
@@ -118,15 +117,12 @@ def _create_review(
     session.flush()
     for group in policy.groups:
         session.add(ReviewGroup(review_id=review.id, group=group))
-    record_event(
+    record_review_event(
         session,
         kind=EventKind.REVIEW_CREATED,
         review_id=review.id,
-        payload={
-            "review_id": str(review.id),
-            "session_id": str(gateway_session.id),
-            "status": ReviewStatus.PENDING.value,
-        },
+        session_id=gateway_session.id,
+        status=ReviewStatus.PENDING.value,
         now=now,
     )
     return review
@@ -142,23 +138,22 @@ def execute_session(
     *, session: Session, actor: User, session_id: uuid.UUID, now: datetime
 ) -> SessionPublic:
     """Start the session if its review allows it now; a onetime review moves to PROCESSING."""
-    begin_write(session)
-    gateway_session = _visible_session(session, actor, session_id)
-    if gateway_session.owner_id != actor.id and not actor.is_admin:
-        raise errors.Forbidden("only the owner of the session can execute it")
-    review = session.exec(
-        select(Review).where(Review.session_id == gateway_session.id).with_for_update()
-    ).first()
-    if review is not None:
-        _check_review_allows_execution(review, now)
-        if review.type is ReviewType.ONETIME:
-            _start_processing(session, review, actor=actor, now=now)
-    elif gateway_session.executed_at is not None and gateway_session.type is ReviewType.ONETIME:
-        raise errors.InvalidRequest("this onetime session has already been executed")
-    if gateway_session.executed_at is None:
-        gateway_session.executed_at = now
-        session.add(gateway_session)
-    session.commit()
+    with write_transaction(session):
+        gateway_session = _visible_session(session, actor, session_id)
+        if gateway_session.owner_id != actor.id and not actor.is_admin:
+            raise errors.Forbidden("only the owner of the session can execute it")
+        review = session.exec(
+            select(Review).where(Review.session_id == gateway_session.id).with_for_update()
+        ).first()
+        if review is not None:
+            _check_review_allows_execution(review, now)
+            if review.type is ReviewType.ONETIME:
+                _start_processing(session, review, actor=actor, now=now)
+        elif gateway_session.executed_at is not None and gateway_session.type is ReviewType.ONETIME:
+            raise errors.InvalidRequest("this onetime session has already been executed")
+        if gateway_session.executed_at is None:
+            gateway_session.executed_at = now
+            session.add(gateway_session)
     return _session_view(session, gateway_session, review)
 
 
@@ -183,18 +178,14 @@ def _check_review_allows_execution(review: Review, now: datetime) -> None:
 def _start_processing(session: Session, review: Review, *, actor: User, now: datetime) -> None:
     review.status = ReviewStatus.PROCESSING
     session.add(review)
-    record_event(
+    record_review_event(
         session,
         kind=EventKind.REVIEW_UPDATED,
         review_id=review.id,
-        payload={
-            "review_id": str(review.id),
-            "session_id": str(review.session_id),
-            "status_before": ReviewStatus.APPROVED.value,
-            "status": ReviewStatus.PROCESSING.value,
-            "actor_id": str(actor.id),
-        },
+        session_id=review.session_id,
+        status=ReviewStatus.PROCESSING.value,
         now=now,
+        details={"status_before": ReviewStatus.APPROVED.value, "actor_id": str(actor.id)},
     )
 
 

@@ -2,11 +2,10 @@
 
 import uuid
 
-from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from models import errors
-from models.db import begin_write
+from models.db import flush_or_conflict, write_transaction
 from models.users import (
     ADMIN_GROUP,
     DEFAULT_ORGANIZATION,
@@ -38,18 +37,17 @@ def upsert_user(
         clean_groups = None if groups is None else validate_group_names(groups)
     except ValueError as exc:
         raise errors.InvalidRequest(str(exc)) from exc
-    begin_write(session)
-    user = session.exec(select(User).where(User.sub == sub)).first()
-    if user is None:
-        user = User(sub=sub, organization_id=default_organization(session).id)
-    if email is not None:
-        user.email = email
-    if name is not None:
-        user.name = name
-    if clean_groups is not None:
-        user.groups = clean_groups
-    session.add(user)
-    session.commit()
+    with write_transaction(session):
+        user = session.exec(select(User).where(User.sub == sub)).first()
+        if user is None:
+            user = User(sub=sub, organization_id=default_organization(session).id)
+        if email is not None:
+            user.email = email
+        if name is not None:
+            user.name = name
+        if clean_groups is not None:
+            user.groups = clean_groups
+        session.add(user)
     return user
 
 
@@ -83,25 +81,21 @@ def list_users(*, session: Session, actor: User) -> list[User]:
 def update_user(*, session: Session, user_id: uuid.UUID, update: UserUpdate, actor: User) -> User:
     """Apply an admin's change to a user; commit."""
     require_admin(actor)
-    begin_write(session)
-    user = session.get(User, user_id)
-    if user is None or user.organization_id != actor.organization_id:
-        raise errors.NotFound("user not found")
-    changes = update.model_dump(exclude_unset=True)
-    if user.id == actor.id and changes.get("status") is UserStatus.INACTIVE:
-        raise errors.InvalidRequest("you cannot set yourself inactive")
-    if user.id == actor.id and update.groups is not None and ADMIN_GROUP not in update.groups:
-        raise errors.InvalidRequest("you cannot remove yourself from the admin group")
-    if "status" in changes and update.status is not None:
-        user.status = update.status
-    if "groups" in changes and update.groups is not None:
-        user.groups = update.groups
-    if "chat_id" in changes:
-        user.chat_id = update.chat_id or None
-    session.add(user)
-    try:
-        session.commit()
-    except IntegrityError as exc:
-        session.rollback()
-        raise errors.Conflict("that chat_id is already linked to another user") from exc
+    with write_transaction(session):
+        user = session.get(User, user_id)
+        if user is None or user.organization_id != actor.organization_id:
+            raise errors.NotFound("user not found")
+        changes = update.model_dump(exclude_unset=True)
+        if user.id == actor.id and changes.get("status") is UserStatus.INACTIVE:
+            raise errors.InvalidRequest("you cannot set yourself inactive")
+        if user.id == actor.id and update.groups is not None and ADMIN_GROUP not in update.groups:
+            raise errors.InvalidRequest("you cannot remove yourself from the admin group")
+        if "status" in changes and update.status is not None:
+            user.status = update.status
+        if "groups" in changes and update.groups is not None:
+            user.groups = update.groups
+        if "chat_id" in changes:
+            user.chat_id = update.chat_id or None
+        session.add(user)
+        flush_or_conflict(session, "that chat_id is already linked to another user")
     return user

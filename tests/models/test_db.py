@@ -3,16 +3,16 @@
 import pytest
 from sqlmodel import select
 
-from models.db import begin_write, session_scope
+from models.db import session_scope, write_transaction
 from models.users import Organization, User
 
 
-def test_a_write_outside_begin_write_is_refused_on_sqlite(engine):
+def test_a_write_outside_write_transaction_is_refused_on_sqlite(engine):
     with session_scope(engine) as session:
         organization = session.exec(select(Organization)).one()
         session.add(User(sub="sneaky", organization_id=organization.id))
 
-        with pytest.raises(RuntimeError, match="begin_write"):
+        with pytest.raises(RuntimeError, match="write_transaction"):
             session.flush()
 
 
@@ -20,9 +20,8 @@ def test_an_open_read_does_not_block_a_writer(engine):
     with session_scope(engine) as reader, session_scope(engine) as writer:
         organization = reader.exec(select(Organization)).one()  # read transaction stays open
 
-        begin_write(writer)
-        writer.add(User(sub="new", organization_id=organization.id))
-        writer.commit()
+        with write_transaction(writer):
+            writer.add(User(sub="new", organization_id=organization.id))
 
         # The reader's snapshot predates the write; a new transaction sees it.
         assert reader.exec(select(User).where(User.sub == "new")).first() is None
@@ -30,10 +29,28 @@ def test_an_open_read_does_not_block_a_writer(engine):
         assert reader.exec(select(User).where(User.sub == "new")).first() is not None
 
 
-def test_begin_write_refuses_to_commit_pending_changes(engine):
+def test_write_transaction_refuses_to_commit_pending_changes(engine):
     with session_scope(engine) as session:
         organization = session.exec(select(Organization)).one()
         session.add(User(sub="pending", organization_id=organization.id))
 
-        with pytest.raises(RuntimeError, match="unflushed"):
-            begin_write(session)
+        with pytest.raises(RuntimeError, match="unflushed"), write_transaction(session):
+            pass
+
+
+def test_an_error_inside_a_write_transaction_rolls_back_and_frees_the_lock(engine):
+    with session_scope(engine) as session:
+        organization_id = session.exec(select(Organization.id)).one()
+        with pytest.raises(ValueError, match="refused"), write_transaction(session):
+            session.add(User(sub="half-done", organization_id=organization_id))
+            session.flush()
+            raise ValueError("refused")
+
+        assert not session.in_transaction()
+
+    with session_scope(engine) as other, write_transaction(other):
+        other.add(User(sub="next", organization_id=organization_id))
+    with session_scope(engine) as reader:
+        subs = set(reader.exec(select(User.sub)))
+    assert "next" in subs
+    assert "half-done" not in subs
