@@ -1,6 +1,7 @@
 """The one engine factory, column types shared by the tables, and schema migrations."""
 
 import enum
+import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,6 +22,7 @@ MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 WRITE_OPTION = "accessgate_write"
+WRITER_GATE_HELD = "accessgate_writer_gate_held"
 WRITE_STATEMENTS = ("INSERT", "UPDATE", "DELETE")
 
 
@@ -84,10 +86,28 @@ def _create_sqlite_engine(url: str) -> Engine:
     # writer once another writer committed (SQLITE_BUSY at once, no waiting). So transactions
     # that will write start as writers (BEGIN IMMEDIATE, queueing on busy_timeout), and reads
     # stay deferred: in WAL mode they never block or wait, whatever a request holds meanwhile.
+    #
+    # Writers of this process first queue on a lock of their own: SQLite's busy handler polls
+    # with sleeps of up to 100 ms, so under contention some writers would lose round after round
+    # (seconds of latency); the lock hands over as soon as the previous writer's connection is
+    # returned. Other processes sharing the file still meet busy_timeout.
+    writer_gate = threading.Lock()
+
     @event.listens_for(engine, "begin")
     def begin(connection: Any) -> None:
-        writer = connection.get_execution_options().get(WRITE_OPTION, False)
-        connection.exec_driver_sql("BEGIN IMMEDIATE" if writer else "BEGIN")
+        if not connection.get_execution_options().get(WRITE_OPTION, False):
+            connection.exec_driver_sql("BEGIN")
+            return
+        if not writer_gate.acquire(timeout=SQLITE_BUSY_TIMEOUT_MS / 1000):
+            raise TimeoutError("no turn to write to the SQLite database within busy_timeout")
+        connection.connection.info[WRITER_GATE_HELD] = True
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+    @event.listens_for(engine.pool, "checkin")
+    def open_writer_gate(_dbapi_connection: Any, record: Any) -> None:
+        # A writing transaction ends (commit or rollback) before its connection returns here.
+        if record.info.pop(WRITER_GATE_HELD, False):
+            writer_gate.release()
 
     @event.listens_for(engine, "before_cursor_execute")
     def refuse_writes_outside_write_transactions(

@@ -41,11 +41,15 @@ def test_write_transaction_refuses_to_commit_pending_changes(engine):
 def test_an_error_inside_a_write_transaction_rolls_back_and_frees_the_lock(engine):
     with session_scope(engine) as session:
         organization_id = session.exec(select(Organization.id)).one()
-        with pytest.raises(ValueError, match="refused"), write_transaction(session):
-            session.add(User(sub="half-done", organization_id=organization_id))
-            session.flush()
-            raise ValueError("refused")
 
+        def add_then_fail() -> None:
+            with write_transaction(session):
+                session.add(User(sub="half-done", organization_id=organization_id))
+                session.flush()
+                raise ValueError("refused")
+
+        with pytest.raises(ValueError, match="refused"):
+            add_then_fail()
         assert not session.in_transaction()
 
     with session_scope(engine) as other, write_transaction(other):
