@@ -1,4 +1,4 @@
-"""Dependencies shared by the routes: database session, settings and the calling user."""
+"""Dependencies shared by the routes: the database session and the calling user."""
 
 from collections.abc import Iterator
 from typing import Annotated
@@ -10,14 +10,8 @@ from sqlmodel import Session
 from models import errors
 from models.db import session_scope
 from models.security import verify_local_token
-from models.settings import Settings
 from models.user_service import authenticated_user
 from models.users import User
-
-
-def get_settings_dep(request: Request) -> Settings:
-    settings: Settings = request.app.state.settings
-    return settings
 
 
 def get_db(request: Request) -> Iterator[Session]:
@@ -25,7 +19,6 @@ def get_db(request: Request) -> Iterator[Session]:
         yield session
 
 
-SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
 # "function" scope closes the session (and ends its transaction) before the response is sent.
 SessionDep = Annotated[Session, Depends(get_db, scope="function")]
 

@@ -30,10 +30,6 @@ class Settings(BaseSettings):
         description="Signs local tokens; empty means a key generated once into the data directory.",
     )
     token_ttl_seconds: int = Field(default=12 * 3600, gt=0)
-    public_url: str = Field(
-        default="http://127.0.0.1:8009",
-        description="Where users reach the API; used in links the service hands out.",
-    )
 
     def resolved_database_url(self) -> str:
         """Return the database URL, defaulting to SQLite under the data directory."""
