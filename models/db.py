@@ -159,11 +159,13 @@ def write_transaction(session: Session) -> Iterator[None]:
 
 
 def flush_or_conflict(session: Session, conflict: str) -> None:
-    """Flush pending rows; a unique constraint they violate becomes ``Conflict(conflict)``."""
+    """Flush pending rows; a unique constraint they violate becomes ``Conflict(conflict)``.
+
+    Called inside ``write_transaction()``, which rolls the transaction back as the error leaves.
+    """
     try:
         session.flush()
     except IntegrityError as exc:
-        session.rollback()
         raise errors.Conflict(conflict) from exc
 
 

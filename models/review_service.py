@@ -80,14 +80,19 @@ def update_review(
     return _review_view(review, _entry_views(session, entries, known_users=[actor]))
 
 
-def _lock_review(session: Session, review_ref: str, actor: User) -> Review:
+def _named_by(review_ref: str) -> ColumnElement[bool]:
+    """The review whose id, or whose session's id, is ``review_ref``; NotFound if not a uuid."""
     try:
         ref = uuid.UUID(review_ref)
     except ValueError as exc:
         raise errors.NotFound(REVIEW_NOT_FOUND) from exc
+    return or_(col(Review.id) == ref, col(Review.session_id) == ref)
+
+
+def _lock_review(session: Session, review_ref: str, actor: User) -> Review:
     statement = (
         select(Review)
-        .where(or_(col(Review.id) == ref, col(Review.session_id) == ref))
+        .where(_named_by(review_ref))
         .where(Review.organization_id == actor.organization_id)
         .with_for_update()
     )
@@ -198,12 +203,8 @@ def _visible_to(viewer: User) -> list[ColumnElement[bool]]:
 
 def get_review(*, session: Session, review_ref: str, viewer: User) -> ReviewPublic:
     """The review named by its id or session id, if ``viewer`` owns it, reviews it or is admin."""
-    try:
-        ref = uuid.UUID(review_ref)
-    except ValueError as exc:
-        raise errors.NotFound(REVIEW_NOT_FOUND) from exc
-    statement = select(Review).where(or_(col(Review.id) == ref, col(Review.session_id) == ref))
-    review = session.exec(statement.where(*_visible_to(viewer))).first()
+    statement = select(Review).where(_named_by(review_ref), *_visible_to(viewer))
+    review = session.exec(statement).first()
     if review is None:
         raise errors.NotFound(REVIEW_NOT_FOUND)
     return review_views(session, [review])[0]
