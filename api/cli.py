@@ -1,15 +1,18 @@
 """The ``accessgate`` command line."""
 
 import argparse
+import json
 import sys
 from datetime import timedelta
+from pathlib import Path
 
 from models import errors
 from models.clock import utc_now
 from models.db import create_db_engine, session_scope, upgrade_database
+from models.license import license_signer
 from models.security import issue_local_token
 from models.settings import get_settings, resolve_secret_key
-from models.user_service import upsert_user
+from models.user_service import default_organization, upsert_user
 
 # Requests run in worker threads that make a dozen short database round trips each. A thread
 # coming back from one waits for the GIL until the running thread is forced to yield, 5 ms by
@@ -55,6 +58,48 @@ def token(args: argparse.Namespace) -> int:
     return 0
 
 
+def license_show(_args: argparse.Namespace) -> int:
+    """Print the organization's signed license and the public key that verifies it."""
+    settings = get_settings()
+    engine = create_db_engine(settings.resolved_database_url())
+    upgrade_database(engine)
+    signer = license_signer(settings)
+    try:
+        with session_scope(engine) as session:
+            organization = default_organization(session)
+        document = signer.license_for(
+            organization_id=organization.id, organization_name=organization.name, now=utc_now()
+        )
+        public_key = signer.public_key_pem()
+    except errors.DomainError as exc:
+        print(f"accessgate license: {exc.message} ({signer.key_path})", file=sys.stderr)
+        return 1
+    finally:
+        engine.dispose()
+    print(json.dumps({"license": document, "public_key": public_key}, indent=2))
+    return 0
+
+
+def license_public_key(_args: argparse.Namespace) -> int:
+    """Print the PEM public key sidecars pin with --public-key."""
+    signer = license_signer(get_settings())
+    try:
+        print(signer.public_key_pem(), end="")
+    except errors.DomainError as exc:
+        print(f"accessgate license: {exc.message} ({signer.key_path})", file=sys.stderr)
+        return 1
+    return 0
+
+
+def sidecar_handshake(args: argparse.Namespace) -> int:
+    """Handshake as a sidecar, verify the license, print the configuration."""
+    from api import sidecar_client
+
+    return sidecar_client.run(
+        base_url=args.url, token=args.token, version=args.version, public_key_file=args.public_key
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="accessgate", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -72,6 +117,26 @@ def build_parser() -> argparse.ArgumentParser:
     token_parser.add_argument("--groups", help="comma-separated; replaces the user's groups")
     token_parser.add_argument("--ttl", type=int, help="lifetime in seconds")
     token_parser.set_defaults(handler=token)
+
+    license_parser = commands.add_parser("license", help="the organization's signed license")
+    license_commands = license_parser.add_subparsers(dest="license_command", required=True)
+    show_parser = license_commands.add_parser("show", help="print the license and public key")
+    show_parser.set_defaults(handler=license_show)
+    key_parser = license_commands.add_parser("public-key", help="print the PEM public key")
+    key_parser.set_defaults(handler=license_public_key)
+
+    sidecar_parser = commands.add_parser("sidecar", help="act as a sidecar")
+    sidecar_commands = sidecar_parser.add_subparsers(dest="sidecar_command", required=True)
+    handshake_parser = sidecar_commands.add_parser(
+        "handshake", help="handshake, verify the license, print the configuration"
+    )
+    handshake_parser.add_argument("--url", required=True, help="the API base, e.g. http://host/api")
+    handshake_parser.add_argument("--token", required=True, help="the sidecar's token")
+    handshake_parser.add_argument("--version", required=True, help="the version to report")
+    handshake_parser.add_argument(
+        "--public-key", type=Path, help="PEM file of the license signer to trust (pinning)"
+    )
+    handshake_parser.set_defaults(handler=sidecar_handshake)
     return parser
 
 

@@ -4,12 +4,15 @@ from collections.abc import Iterator
 from typing import Annotated
 
 from fastapi import Depends, Request
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from sqlmodel import Session
 
-from models import errors
+from models import errors, sidecar_service
 from models.db import session_scope
+from models.license import LicenseSigner
+from models.sealing import SecretBox
 from models.security import verify_local_token
+from models.sidecars import Sidecar
 from models.user_service import authenticated_user
 from models.users import User
 
@@ -38,3 +41,39 @@ def get_current_user(
 
 
 CurrentUser = Annotated[User, Depends(get_current_user)]
+
+
+def get_secret_box(request: Request) -> SecretBox:
+    """The cipher for configuration secrets, keyed by the service's secret key."""
+    secret_box: SecretBox = request.app.state.secret_box
+    return secret_box
+
+
+SecretBoxDep = Annotated[SecretBox, Depends(get_secret_box)]
+
+
+sidecar_token = APIKeyHeader(
+    name=sidecar_service.TOKEN_HEADER,
+    auto_error=False,
+    description="The token `POST /api/sidecars` returned for this sidecar.",
+)
+
+
+def get_current_sidecar(
+    session: SessionDep, token: Annotated[str | None, Depends(sidecar_token)]
+) -> Sidecar:
+    """The live sidecar named by the gateway-sidecar-token header; 401 otherwise."""
+    return sidecar_service.authenticate_sidecar(session=session, token=token)
+
+
+# Declared before any body parameter, so an unauthenticated request is refused (401) before
+# its body is validated, and learns nothing from the validation.
+CurrentSidecar = Annotated[Sidecar, Depends(get_current_sidecar)]
+
+
+def get_license_signer(request: Request) -> LicenseSigner:
+    signer: LicenseSigner = request.app.state.license_signer
+    return signer
+
+
+LicenseSignerDep = Annotated[LicenseSigner, Depends(get_license_signer)]

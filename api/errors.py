@@ -24,6 +24,9 @@ STATUS_BY_ERROR: dict[type[errors.DomainError], int] = {
     errors.Forbidden: 403,
     errors.NotFound: 404,
     errors.Conflict: 409,
+    errors.NotConfigured: 412,
+    errors.UnusableConfiguration: 422,
+    errors.LicenseUnavailable: 500,
 }
 
 
@@ -87,10 +90,18 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(500, "internal error; the service logged the details")
 
 
-ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody} for status in (400, 401, 403, 404, 409)
 }
 """Documents the error shape on every route in the OpenAPI description."""
+
+
+def more_error_responses(descriptions: dict[int, str]) -> dict[int | str, dict[str, Any]]:
+    """Document the statuses a few routes add to ERROR_RESPONSES, each with what it means."""
+    return {
+        status: {"model": ErrorBody, "description": description}
+        for status, description in descriptions.items()
+    }
 
 
 def document_errors_as_sent(app: FastAPI) -> None:

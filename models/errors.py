@@ -14,7 +14,10 @@
     │   ├── NotApproved
     │   └── OutsideTimeWindow
     ├── NotFound                no such resource (or not visible to the caller)
-    └── Conflict                it already exists, or clashes with one that does
+    ├── Conflict                it already exists, or clashes with one that does
+    ├── UnusableConfiguration   well-formed settings the plugin cannot run with
+    ├── NotConfigured           the resource needs configuration before it can be used
+    └── LicenseUnavailable      the organization's license cannot be produced (a server fault)
 
 Every error carries a sentence a user can act on.
 """
@@ -82,3 +85,15 @@ class NotFound(DomainError):
 
 class Conflict(DomainError):
     """The resource already exists or clashes with an existing one."""
+
+
+class UnusableConfiguration(DomainError):
+    """The configuration is well-formed, but the plugin cannot run with it."""
+
+
+class NotConfigured(DomainError):
+    """The resource is not configured for what was asked (a sidecar without listeners)."""
+
+
+class LicenseUnavailable(DomainError):
+    """The license cannot be read or signed; the operator must fix the signing key."""

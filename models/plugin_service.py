@@ -1,4 +1,4 @@
-"""Plugins and the connections they are configured for."""
+"""Plugins: their connections and their sealed top-level configuration."""
 
 import uuid
 
@@ -7,6 +7,7 @@ from sqlmodel import Session, col, delete, select
 from models import errors
 from models.connections import Connection
 from models.db import flush_or_conflict, write_transaction
+from models.plugin_config import REDACTED, PluginConfigIn, check_runnable
 from models.plugins import (
     Plugin,
     PluginConfigPublic,
@@ -17,19 +18,80 @@ from models.plugins import (
     PluginName,
     PluginPublic,
 )
+from models.sealing import SecretBox
 from models.user_service import require_admin
 from models.users import User, validate_group_names
 
 
-def create_plugin(*, session: Session, actor: User, request: PluginCreate) -> PluginPublic:
-    """Enable a plugin with its connections; each plugin exists once. Commit."""
+def create_plugin(
+    *, session: Session, actor: User, request: PluginCreate, secret_box: SecretBox
+) -> PluginPublic:
+    """Enable a plugin with its connections and configuration; each plugin exists once. Commit."""
     require_admin(actor)
+    plugin = Plugin(organization_id=actor.organization_id, name=request.name)
+    if request.config is not None:
+        plugin.envvars = _runnable_sealed_envvars(plugin, request.config, secret_box)
     with write_transaction(session):
-        plugin = Plugin(organization_id=actor.organization_id, name=request.name)
         session.add(plugin)
         flush_or_conflict(session, f"the {request.name} plugin already exists")
         _replace_connections(session, actor, plugin, request.connections)
     return plugin_view(session, plugin)
+
+
+def update_plugin_config(
+    *, session: Session, actor: User, name: str, request: PluginConfigIn, secret_box: SecretBox
+) -> PluginPublic:
+    """Replace a plugin's top-level configuration; a refused one leaves the old in force."""
+    require_admin(actor)
+    with write_transaction(session):
+        plugin = _get_plugin(session, actor, name, for_update=True)
+        plugin.envvars = _runnable_sealed_envvars(plugin, request, secret_box)
+        session.add(plugin)
+    return plugin_view(session, plugin)
+
+
+def delete_plugin(*, session: Session, actor: User, name: str) -> None:
+    """Disable a plugin: its connections and configuration go with it. Commit."""
+    require_admin(actor)
+    with write_transaction(session):
+        plugin = _get_plugin(session, actor, name, for_update=True)
+        session.exec(delete(PluginConnection).where(col(PluginConnection.plugin_id) == plugin.id))
+        session.delete(plugin)
+
+
+def plugin_envvars(
+    *, session: Session, organization_id: uuid.UUID, name: PluginName, secret_box: SecretBox
+) -> dict[str, bytes] | None:
+    """The decrypted configuration of a plugin, or None if it is not enabled.
+
+    For the in-process users of a plugin (the chat bot reads its tokens here); the API never
+    returns these values.
+    """
+    plugin = session.exec(
+        select(Plugin).where(Plugin.organization_id == organization_id, Plugin.name == name)
+    ).first()
+    if plugin is None:
+        return None
+    return {
+        key: secret_box.open(sealed, context=_seal_context(plugin, key))
+        for key, sealed in plugin.envvars.items()
+    }
+
+
+def _runnable_sealed_envvars(
+    plugin: Plugin, config: PluginConfigIn, secret_box: SecretBox
+) -> dict[str, str]:
+    values = config.decoded()
+    check_runnable(plugin.name, values)
+    return {
+        key: secret_box.seal(value, context=_seal_context(plugin, key))
+        for key, value in values.items()
+    }
+
+
+def _seal_context(plugin: Plugin, key: str) -> str:
+    # Bound to the plugin row and the variable: a value moved elsewhere does not open.
+    return f"plugin:{plugin.id}:{key}"
 
 
 def update_plugin(
@@ -60,6 +122,26 @@ def list_plugins(*, session: Session, actor: User) -> list[PluginPublic]:
     return [plugin_view(session, plugin) for plugin in plugins]
 
 
+def access_control_groups(
+    *, session: Session, organization_id: uuid.UUID, connection_id: uuid.UUID
+) -> list[str] | None:
+    """Groups that may open sessions on a connection; None when access control is off.
+
+    With the access_control plugin enabled, a connection it does not list is open to no group.
+    """
+    enabled = session.exec(
+        select(Plugin.id).where(
+            Plugin.organization_id == organization_id, Plugin.name == PluginName.ACCESS_CONTROL
+        )
+    ).first()
+    if enabled is None:
+        return None
+    groups = plugin_connection_config(
+        session=session, plugin_name=PluginName.ACCESS_CONTROL, connection_id=connection_id
+    )
+    return groups or []
+
+
 def plugin_connection_config(
     *, session: Session, plugin_name: PluginName, connection_id: uuid.UUID
 ) -> list[str] | None:
@@ -73,12 +155,13 @@ def plugin_connection_config(
     return None if config is None else list(config)
 
 
-def _get_plugin(session: Session, actor: User, name: str) -> Plugin:
+def _get_plugin(session: Session, actor: User, name: str, *, for_update: bool = False) -> Plugin:
     if name not in PluginName.__members__.values():
         raise errors.NotFound(f"there is no plugin called {name!r}")
-    plugin = session.exec(
-        select(Plugin).where(Plugin.organization_id == actor.organization_id, Plugin.name == name)
-    ).first()
+    statement = select(Plugin).where(
+        Plugin.organization_id == actor.organization_id, Plugin.name == name
+    )
+    plugin = session.exec(statement.with_for_update() if for_update else statement).first()
     if plugin is None:
         raise errors.NotFound(f"the {name} plugin has not been created yet")
     return plugin
@@ -136,7 +219,9 @@ def plugin_view(session: Session, plugin: Plugin) -> PluginPublic:
     return PluginPublic(
         id=plugin.id,
         name=plugin.name,
-        config=PluginConfigPublic(id=plugin.config_id, envvars={}),
+        config=PluginConfigPublic(
+            id=plugin.config_id, envvars=dict.fromkeys(sorted(plugin.envvars), REDACTED)
+        ),
         connections=[
             PluginConnectionPublic(id=connection.id, name=connection.name, config=link.config)
             for link, connection in rows

@@ -1,6 +1,8 @@
-"""Plugins and their per-connection configuration (spec 2.6).
+"""Plugins, their top-level configuration and their per-connection configuration (spec 2.6).
 
-For the ``review`` plugin a connection's ``config`` is the list of reviewer groups.
+A connection's ``config`` is the list of reviewer groups for the ``review`` plugin, the groups
+allowed to open sessions for ``access_control``, and the channels to post cards in for ``chat``.
+The top-level ``envvars`` are stored sealed (``models.sealing``) and never leave the service.
 """
 
 import uuid
@@ -15,6 +17,7 @@ from sqlmodel import Field, SQLModel
 
 from models.clock import utc_now
 from models.db import UTCDateTime, enum_column, new_id
+from models.plugin_config import PluginConfigIn
 from models.requests import RequestBody
 
 MAX_CONNECTION_CONFIG_ITEMS = 100
@@ -37,6 +40,8 @@ class Plugin(SQLModel, table=True):
     organization_id: uuid.UUID = Field(foreign_key="organization.id", index=True)
     name: PluginName = Field(unique=True, sa_type=enum_column(PluginName))
     config_id: uuid.UUID = Field(default_factory=new_id)
+    # Variable name -> value sealed for (plugin id, name); see plugin_service.
+    envvars: dict[str, str] = Field(default_factory=dict, sa_type=JSON)
     created_at: datetime = Field(default_factory=utc_now, sa_type=UTCDateTime)
 
 
@@ -71,6 +76,7 @@ class PluginConnectionIn(RequestBody):
 class PluginCreate(RequestBody):
     name: PluginName
     connections: list[PluginConnectionIn] = pydantic.Field(default_factory=list)
+    config: PluginConfigIn | None = None
 
 
 class PluginUpdate(RequestBody):
@@ -79,7 +85,9 @@ class PluginUpdate(RequestBody):
 
 class PluginConfigPublic(BaseModel):
     id: uuid.UUID
-    envvars: dict[str, str]
+    envvars: dict[str, str] = pydantic.Field(
+        description="Every configured variable, its value always shown as REDACTED."
+    )
 
 
 class PluginConnectionPublic(BaseModel):

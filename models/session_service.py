@@ -8,13 +8,14 @@ from sqlmodel import Session, select
 
 from models import errors
 from models.connection_service import find_connection
+from models.connections import Connection
 from models.db import write_transaction
 from models.outbox import EventKind, record_review_event
-from models.plugin_service import plugin_connection_config
+from models.plugin_service import access_control_groups, plugin_connection_config
 from models.plugins import PluginName
 from models.review_machine import ReviewStatus, parse_clock_time, within_time_window
 from models.review_service import review_views
-from models.reviews import Review, ReviewGroup, ReviewType
+from models.reviews import Review, ReviewGroup, ReviewPublic, ReviewType
 from models.rule_service import rule_for_connection
 from models.sessions import GatewaySession, SessionCreate, SessionPublic, session_status
 from models.users import User
@@ -62,44 +63,102 @@ def review_policy(
     )
 
 
+@dataclass(frozen=True)
+class SidecarOrigin:
+    """The sidecar, and its listener, that a session came through."""
+
+    sidecar_id: uuid.UUID
+    listener_name: str
+
+
 def open_session(
     *, session: Session, owner: User, request: SessionCreate, now: datetime
 ) -> SessionPublic:
     """Open a session on a connection, with a PENDING review when review is configured."""
     with write_transaction(session):
-        connection = find_connection(session=session, actor=owner, name=request.connection)
-        if connection is None:
-            raise errors.NotFound(f"no connection is called {request.connection!r}")
-        policy = review_policy(
-            session,
-            organization_id=owner.organization_id,
-            connection_id=connection.id,
-            connection_name=connection.name,
-        )
-        access_duration = request.access_duration
-        if policy is not None and policy.access_max_duration is not None:
-            access_duration = min(access_duration, policy.access_max_duration)
-        gateway_session = GatewaySession(
-            organization_id=owner.organization_id,
-            owner_id=owner.id,
-            connection_id=connection.id,
-            connection_name=connection.name,
-            script=request.script,
-            type=request.type,
-            access_duration=access_duration,
-            created_at=now,
-        )
-        session.add(gateway_session)
-        # The tables have no ORM relationships, so rows go in parent-first by explicit flushes.
-        session.flush()
-        review = None
-        if policy is not None:
-            review = _create_review(session, gateway_session, policy, now=now)
+        gateway_session, review = _open(session, owner, request, now=now, origin=None)
     return _session_view(session, gateway_session, review)
 
 
+def open_sidecar_review(
+    *, session: Session, owner: User, request: SessionCreate, origin: SidecarOrigin, now: datetime
+) -> ReviewPublic:
+    """Open a session for a statement a sidecar intercepted, and return its review.
+
+    A connection that needs no review has nothing to file: NotConfigured, and nothing is stored.
+    """
+    with write_transaction(session):
+        gateway_session, review = _open(session, owner, request, now=now, origin=origin)
+        if review is None:
+            raise errors.NotConfigured(
+                f"connection {gateway_session.connection_name!r} has no reviewers configured, "
+                "so its statements run without review"
+            )
+    return review_views(session, [review])[0]
+
+
+def _open(
+    session: Session,
+    owner: User,
+    request: SessionCreate,
+    *,
+    now: datetime,
+    origin: SidecarOrigin | None,
+) -> tuple[GatewaySession, Review | None]:
+    connection = find_connection(session=session, actor=owner, name=request.connection)
+    if connection is None:
+        raise errors.NotFound(f"no connection is called {request.connection!r}")
+    check_access_control(session, owner, connection)
+    policy = review_policy(
+        session,
+        organization_id=owner.organization_id,
+        connection_id=connection.id,
+        connection_name=connection.name,
+    )
+    access_duration = request.access_duration
+    if policy is not None and policy.access_max_duration is not None:
+        access_duration = min(access_duration, policy.access_max_duration)
+    gateway_session = GatewaySession(
+        organization_id=owner.organization_id,
+        owner_id=owner.id,
+        connection_id=connection.id,
+        connection_name=connection.name,
+        script=request.script,
+        type=request.type,
+        access_duration=access_duration,
+        created_at=now,
+    )
+    session.add(gateway_session)
+    # The tables have no ORM relationships, so rows go in parent-first by explicit flushes.
+    session.flush()
+    review = None
+    if policy is not None:
+        review = _create_review(session, gateway_session, policy, now=now, origin=origin)
+    return gateway_session, review
+
+
+def check_access_control(session: Session, user: User, connection: Connection) -> None:
+    """With the access_control plugin on, only the connection's groups (and admins) may use it."""
+    if user.is_admin:
+        return
+    allowed = access_control_groups(
+        session=session, organization_id=user.organization_id, connection_id=connection.id
+    )
+    if allowed is None or set(allowed) & set(user.groups):
+        return
+    raise errors.Forbidden(
+        f"access control allows none of your groups on connection {connection.name!r}; "
+        "ask an admin to add one of them to the access_control plugin"
+    )
+
+
 def _create_review(
-    session: Session, gateway_session: GatewaySession, policy: ReviewPolicy, *, now: datetime
+    session: Session,
+    gateway_session: GatewaySession,
+    policy: ReviewPolicy,
+    *,
+    now: datetime,
+    origin: SidecarOrigin | None,
 ) -> Review:
     review = Review(
         organization_id=gateway_session.organization_id,
@@ -112,6 +171,8 @@ def _create_review(
         access_duration=gateway_session.access_duration,
         access_request_rule_name=policy.rule_name,
         created_at=now,
+        listener_name=None if origin is None else origin.listener_name,
+        sidecar_id=None if origin is None else origin.sidecar_id,
     )
     session.add(review)
     session.flush()

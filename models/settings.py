@@ -10,6 +10,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 SECRET_KEY_FILE = "secret_key"  # noqa: S105 - the file name, not a secret
+LICENSE_SIGNING_KEY_FILE = "license_signing_key.pem"
 
 
 class Settings(BaseSettings):
@@ -30,6 +31,17 @@ class Settings(BaseSettings):
         description="Signs local tokens; empty means a key generated once into the data directory.",
     )
     token_ttl_seconds: int = Field(default=12 * 3600, gt=0)
+    license_signing_key_file: Path | None = Field(
+        default=None,
+        description="PEM Ed25519 key signing the license; unset means one generated once into "
+        "the data directory.",
+    )
+    license_plan: str = Field(default="community", min_length=1, max_length=64)
+    license_validity_days: int = Field(default=30, gt=0, le=3660)
+
+    def license_key_path(self) -> Path:
+        """Where the license signing key is (configured, or generated in the data directory)."""
+        return self.license_signing_key_file or self.data_dir / LICENSE_SIGNING_KEY_FILE
 
     def resolved_database_url(self) -> str:
         """Return the database URL, defaulting to SQLite under the data directory."""

@@ -8,6 +8,7 @@ from models.plugins import Plugin, PluginConnection
 from models.reviews import Review, ReviewDecisionRecord, ReviewGroup
 from models.rules import AccessRequestRule
 from models.sessions import GatewaySession
+from models.sidecars import Sidecar
 from models.users import Organization, User
 
 metadata = SQLModel.metadata
@@ -23,6 +24,7 @@ __all__ = [
     "Review",
     "ReviewDecisionRecord",
     "ReviewGroup",
+    "Sidecar",
     "User",
     "metadata",
 ]

@@ -1,0 +1,102 @@
+import uuid
+
+from fastapi import APIRouter
+
+from api.deps import CurrentSidecar, CurrentUser, LicenseSignerDep, SessionDep
+from api.errors import more_error_responses
+from models import sidecar_service
+from models.clock import utc_now
+from models.reviews import ReviewPublic
+from models.sidecars import (
+    HandshakeRequest,
+    HandshakeResponse,
+    SidecarConfig,
+    SidecarCreate,
+    SidecarCreated,
+    SidecarPublic,
+    SidecarReviewCreate,
+)
+
+router = APIRouter(prefix="/sidecars", tags=["sidecars"])
+
+NOT_CONFIGURED = more_error_responses({412: "No configuration with listeners is assigned"})
+LICENSE_UNREADABLE = more_error_responses({500: "The license cannot be read"})
+
+
+@router.post("/handshake", responses=NOT_CONFIGURED | LICENSE_UNREADABLE)
+def handshake(
+    sidecar: CurrentSidecar,
+    request: HandshakeRequest,
+    session: SessionDep,
+    signer: LicenseSignerDep,
+) -> HandshakeResponse:
+    """Record the sidecar's version and return what it must serve, with the license (spec 4.3).
+
+    Authenticated only by the `gateway-sidecar-token` header. While no configuration with
+    listeners is assigned the answer is 412 and nothing is recorded.
+    """
+    return sidecar_service.handshake_sidecar(
+        session=session, sidecar=sidecar, request=request, signer=signer, now=utc_now()
+    )
+
+
+@router.post("/reviews", status_code=201, responses=NOT_CONFIGURED)
+def file_review(
+    sidecar: CurrentSidecar, request: SidecarReviewCreate, session: SessionDep
+) -> ReviewPublic:
+    """File a review for a statement a user runs through one of the sidecar's listeners.
+
+    Authenticated by the `gateway-sidecar-token` header. The review names the listener and
+    the sidecar, and follows the same rules as any other.
+    """
+    return sidecar_service.file_sidecar_review(
+        session=session, sidecar=sidecar, request=request, now=utc_now()
+    )
+
+
+@router.get("/reviews/{review_id}")
+def get_filed_review(
+    review_id: uuid.UUID, sidecar: CurrentSidecar, session: SessionDep
+) -> ReviewPublic:
+    """A review this sidecar filed, to learn its decision (sidecar token)."""
+    return sidecar_service.get_sidecar_review(session=session, sidecar=sidecar, review_id=review_id)
+
+
+@router.post("", status_code=201)
+def create_sidecar(
+    request: SidecarCreate, session: SessionDep, user: CurrentUser
+) -> SidecarCreated:
+    """Register a sidecar (admins). Its token is in this response only; keep it safe."""
+    return sidecar_service.create_sidecar(
+        session=session, actor=user, request=request, now=utc_now()
+    )
+
+
+@router.get("")
+def list_sidecars(session: SessionDep, user: CurrentUser) -> list[SidecarPublic]:
+    """Every sidecar, revoked ones included (admins)."""
+    return sidecar_service.list_sidecars(session=session, actor=user)
+
+
+@router.get("/{sidecar_id}")
+def get_sidecar(sidecar_id: uuid.UUID, session: SessionDep, user: CurrentUser) -> SidecarPublic:
+    """One sidecar, with its version and when it last handshook (admins)."""
+    return sidecar_service.get_sidecar(session=session, actor=user, sidecar_id=sidecar_id)
+
+
+@router.put("/{sidecar_id}/config")
+def configure_sidecar(
+    sidecar_id: uuid.UUID, config: SidecarConfig, session: SessionDep, user: CurrentUser
+) -> SidecarPublic:
+    """Assign the configuration the sidecar must serve (admins); its next handshake gets it."""
+    return sidecar_service.configure_sidecar(
+        session=session, actor=user, sidecar_id=sidecar_id, config=config, now=utc_now()
+    )
+
+
+@router.delete("/{sidecar_id}", status_code=204)
+def revoke_sidecar(sidecar_id: uuid.UUID, session: SessionDep, user: CurrentUser) -> None:
+    """Revoke a sidecar's token (admins): its handshakes are refused from now on."""
+    sidecar_service.revoke_sidecar(
+        session=session, actor=user, sidecar_id=sidecar_id, now=utc_now()
+    )
