@@ -57,6 +57,11 @@ def _b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).decode()
 
 
+def _unb64(text: str) -> bytes:
+    # Strict: characters outside the base64url alphabet are an error, not skipped.
+    return base64.b64decode(text, altchars=b"-_", validate=True)
+
+
 def raw_public_key(public_key: Ed25519PublicKey) -> bytes:
     return public_key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
 
@@ -196,9 +201,9 @@ def verify_license(
     if document.get("algorithm") != ALGORITHM:
         raise InvalidLicense(f"the license is not signed with {ALGORITHM}")
     try:
-        signature_bytes = base64.urlsafe_b64decode(signature)
+        signature_bytes = _unb64(signature)
         public_key = trusted_key or Ed25519PublicKey.from_public_bytes(
-            base64.urlsafe_b64decode(str(document.get("public_key", "")))
+            _unb64(str(document.get("public_key", "")))
         )
     except (ValueError, binascii.Error) as exc:
         raise InvalidLicense("the license's signature or public key is malformed") from exc

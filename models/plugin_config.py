@@ -9,7 +9,6 @@ Two levels of refusal, kept apart on purpose:
 """
 
 import base64
-import binascii
 import re
 from collections.abc import Callable, Mapping
 
@@ -46,7 +45,7 @@ def decode_envvar_value(value: str) -> bytes:
         raise ValueError(f"is over {MAX_DECODED_VALUE_BYTES // 1024} KB decoded")
     try:
         decoded = base64.b64decode(value, validate=True)
-    except binascii.Error as exc:
+    except ValueError as exc:  # binascii.Error, or text that is not ASCII at all
         raise ValueError("is not valid standard base64") from exc
     # Re-encoding catches the leniencies of the decoder (stray padding bits): one text per value.
     if base64.b64encode(decoded).decode() != value:

@@ -1,67 +1,13 @@
 """The product as a user runs it: `accessgate token` and `accessgate serve`, then plain HTTP."""
 
 import asyncio
-import os
 import stat
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.support.postgres import free_port
-
-ACCESSGATE = [sys.executable, "-m", "api.cli"]
-
-
-@pytest.fixture
-def environment(backend, tmp_path, request) -> dict[str, str]:
-    env = {key: value for key, value in os.environ.items() if not key.startswith("ACCESSGATE_")}
-    env["ACCESSGATE_DATA_DIR"] = str(tmp_path / "data")
-    if backend == "postgres":
-        env["ACCESSGATE_DATABASE_URL"] = request.getfixturevalue("database_url")
-    return env
-
-
-@pytest.fixture
-def server(environment, tmp_path) -> Iterator[str]:
-    port = free_port()
-    log_path = tmp_path / "serve.log"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [*ACCESSGATE, "serve", "--port", str(port), "--log-level", "warning"],
-            env=environment,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    base_url = f"http://127.0.0.1:{port}/api"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{base_url}/healthz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"accessgate serve did not start:\n{log_path.read_text()}")
-            time.sleep(0.1)
-        yield base_url
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-
-
-def token(environment, *args: str) -> str:
-    result = subprocess.run(
-        [*ACCESSGATE, "token", *args], env=environment, capture_output=True, text=True, check=True
-    )
-    lines = result.stdout.splitlines()
-    assert len(lines) == 1, "token prints one line and nothing else"
-    return lines[0]
+from tests.support.commands import accessgate, token
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
@@ -122,13 +68,7 @@ def test_the_generated_secret_key_is_private_and_stable(environment):
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_token_refuses_bad_groups_with_a_message(environment):
-    result = subprocess.run(
-        [*ACCESSGATE, "token", "--sub", "a", "--groups", "ok,has space"],
-        env=environment,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    result = accessgate(environment, "token", "--sub", "a", "--groups", "ok,has space")
 
     assert result.returncode == 2
     assert result.stdout == ""
