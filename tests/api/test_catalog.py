@@ -316,3 +316,15 @@ def test_the_openapi_description_documents_400_not_422(client):
         "$ref": "#/components/schemas/ErrorBody"
     }
     assert schema["info"]["version"] == "1.173.0"
+
+
+def test_the_openapi_description_documents_the_plugin_and_handshake_statuses(client):
+    paths = client.get("/api/openapi.json").json()["paths"]
+
+    plugin_config = paths["/api/plugins/{name}/config"]["put"]["responses"]
+    handshake = paths["/api/sidecars/handshake"]["post"]
+
+    assert {"200", "400", "403", "404", "422"} <= set(plugin_config)
+    assert "ErrorBody" in str(plugin_config["422"])
+    assert {"200", "400", "401", "412", "500"} <= set(handshake["responses"])
+    assert handshake["security"] == [{"APIKeyHeader": []}]

@@ -517,3 +517,20 @@ def test_sidecar_reviews_need_a_live_token_and_stay_with_their_sidecar(
     assert anonymous.status_code == 401
     assert foreign.status_code == 404
     assert revoked.status_code == 401
+
+
+def test_access_control_applies_to_statements_through_sidecars(
+    client, engine, admin, dev, ready_sidecar, reviewed
+):
+    client.post(
+        "/api/plugins",
+        json={"name": "access_control", "connections": [{"name": "pg-prod", "config": ["sre"]}]},
+        headers=admin.headers,
+    )
+
+    response = file_review(client, ready_sidecar)
+
+    assert response.status_code == 403
+    assert "access control allows none of your groups" in response.json()["message"]
+    with engine.connect() as db:
+        assert db.execute(text("SELECT count(*) FROM review")).scalar_one() == 0
