@@ -30,7 +30,10 @@ test: $(INSTALLED) postgres-binaries check
 	$(BIN)/pytest
 
 bench: $(INSTALLED) postgres-binaries wrk
-	$(BIN)/python -m bench.reviews
+	status=0; \
+	$(BIN)/python -m bench.reviews || status=$$?; \
+	$(BIN)/python -m bench.handshake || status=$$?; \
+	exit $$status
 
 # The tests start throwaway PostgreSQL clusters from the machine's own binaries.
 postgres-binaries:

@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import httpx
 from sqlalchemy import Engine, func
@@ -38,6 +39,7 @@ from models.plugin_service import create_plugin
 from models.plugins import PluginConnectionIn, PluginCreate
 from models.review_machine import ReviewStatus
 from models.reviews import Review
+from models.sealing import SecretBox
 from models.security import issue_local_token
 from models.session_service import open_session
 from models.sessions import SessionCreate, SessionPublic
@@ -96,6 +98,8 @@ class WrkResult:
     sent: int
     busiest_thread_issued: int
     exhausted: int
+    issued_per_thread: tuple[int, ...]
+    """request() calls of each wrk thread, in thread order (thread 0's first is never sent)."""
 
     @property
     def rate(self) -> float:
@@ -180,7 +184,7 @@ def bench_backend(name: str, database_url: str, outcome: Outcome) -> None:
         count = reviews_needed()
         print(f"[{name}] creating {count} pending reviews through the services...", flush=True)
         started = time.perf_counter()
-        ids = prepare_reviews(db_url, count)
+        ids = prepare_reviews(db_url, SecretBox(resolve_secret_key(settings)), count)
         print(f"[{name}] created in {time.perf_counter() - started:.1f} s", flush=True)
         ids_file = work / "review-ids.txt"
         ids_file.write_text("\n".join(ids) + "\n")
@@ -200,7 +204,7 @@ def reviews_needed() -> int:
     return math.ceil(seconds * APPROVALS_PER_SECOND_ESTIMATE) + 2 * sum(CONCURRENCIES)
 
 
-def prepare_reviews(database_url: str, count: int) -> list[str]:
+def prepare_reviews(database_url: str, secret_box: SecretBox, count: int) -> list[str]:
     """Create the users, the reviewed connection and ``count`` sessions; their review ids."""
     engine = create_db_engine(database_url)
     try:
@@ -221,6 +225,7 @@ def prepare_reviews(database_url: str, count: int) -> list[str]:
                     name="review",
                     connections=[PluginConnectionIn(name=CONNECTION_NAME, config=[REVIEWER_GROUP])],
                 ),
+                secret_box=secret_box,
             )
             request = SessionCreate(connection=CONNECTION_NAME, script="select 1")
             return [
@@ -314,16 +319,21 @@ def measure(
     """Baseline then approvals at each concurrency, checking approvals against the database."""
     approvals = ApprovalRunner(name, f"{base_url}/api/reviews", db_url, ids_file, token_file)
     for concurrency in CONCURRENCIES:
-        healthz_url = f"{base_url}/api/healthz"
-        run_wrk(healthz_url, concurrency, WARMUP_SECONDS, REPORT_SCRIPT)
-        baseline = run_wrk(healthz_url, concurrency, MEASURE_SECONDS, REPORT_SCRIPT)
-        outcome.rows.append(Row(name, HEALTHZ, concurrency, baseline, baseline.rate))
-        note_errors(f"{name} {HEALTHZ} c={concurrency}", baseline, outcome)
-        print(f"[{name}] c={concurrency} {HEALTHZ}: {summary(baseline)}", flush=True)
-
+        baseline = measure_baseline(name, base_url, concurrency, outcome)
         approvals.run(concurrency, WARMUP_SECONDS, "warm-up", outcome)
         result, matches = approvals.run(concurrency, MEASURE_SECONDS, "measured", outcome)
         outcome.rows.append(Row(name, APPROVE, concurrency, result, baseline.rate, matches))
+
+
+def measure_baseline(name: str, base_url: str, concurrency: int, outcome: Outcome) -> WrkResult:
+    """GET /api/healthz after a warm-up, recorded as the baseline row of this concurrency."""
+    healthz_url = f"{base_url}/api/healthz"
+    run_wrk(healthz_url, concurrency, WARMUP_SECONDS, REPORT_SCRIPT)
+    baseline = run_wrk(healthz_url, concurrency, MEASURE_SECONDS, REPORT_SCRIPT)
+    outcome.rows.append(Row(name, HEALTHZ, concurrency, baseline, baseline.rate))
+    note_errors(f"{name} {HEALTHZ} c={concurrency}", baseline, outcome)
+    print(f"[{name}] c={concurrency} {HEALTHZ}: {summary(baseline)}", flush=True)
+    return baseline
 
 
 @dataclass
@@ -389,7 +399,7 @@ def run_wrk(
     )
 
 
-def parse_result(raw: dict[str, int]) -> WrkResult:
+def parse_result(raw: dict[str, Any]) -> WrkResult:
     """Turn report.lua's JSON (microseconds, counters) into a WrkResult."""
     return WrkResult(
         requests=raw["requests"],
@@ -403,6 +413,7 @@ def parse_result(raw: dict[str, int]) -> WrkResult:
         sent=raw["sent"],
         busiest_thread_issued=raw["busiest_thread_issued"],
         exhausted=raw["exhausted"],
+        issued_per_thread=tuple(raw["issued_per_thread"]),
     )
 
 
