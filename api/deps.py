@@ -9,10 +9,9 @@ from sqlmodel import Session
 
 from models import errors, sidecar_service
 from models.db import session_scope
-from models.license import LicenseSigner
 from models.sealing import SecretBox
 from models.security import verify_local_token
-from models.sidecars import Sidecar
+from models.sidecars import AuthenticatedSidecar
 from models.user_service import authenticated_user
 from models.users import User
 
@@ -61,19 +60,11 @@ sidecar_token = APIKeyHeader(
 
 def get_current_sidecar(
     session: SessionDep, token: Annotated[str | None, Depends(sidecar_token)]
-) -> Sidecar:
+) -> AuthenticatedSidecar:
     """The live sidecar named by the gateway-sidecar-token header; 401 otherwise."""
     return sidecar_service.authenticate_sidecar(session=session, token=token)
 
 
 # Declared before any body parameter, so an unauthenticated request is refused (401) before
 # its body is validated, and learns nothing from the validation.
-CurrentSidecar = Annotated[Sidecar, Depends(get_current_sidecar)]
-
-
-def get_license_signer(request: Request) -> LicenseSigner:
-    signer: LicenseSigner = request.app.state.license_signer
-    return signer
-
-
-LicenseSignerDep = Annotated[LicenseSigner, Depends(get_license_signer)]
+CurrentSidecar = Annotated[AuthenticatedSidecar, Depends(get_current_sidecar)]

@@ -127,19 +127,27 @@ class LicenseSigner:
             .decode()
         )
 
+    def current_license(self, organization_id: uuid.UUID, now: datetime) -> dict[str, Any] | None:
+        """The license signed for the organization within the hour, if there is one."""
+        cached = self._signed.get(organization_id)
+        if cached is None:
+            return None
+        issued_at: datetime = cached["issued_at"]
+        if not issued_at <= now < issued_at + RESIGN_AFTER:
+            return None
+        document: dict[str, Any] = cached["document"]
+        return document
+
     def license_for(
         self, *, organization_id: uuid.UUID, organization_name: str, now: datetime
     ) -> dict[str, Any]:
         """The signed license of an organization, valid at ``now``."""
         with self._lock:
-            cached = self._signed.get(organization_id)
-            if cached is not None:
-                issued_at = datetime.fromisoformat(cached["payload"]["issued_at"])
-                if issued_at <= now < issued_at + RESIGN_AFTER:
-                    return cached
-            signed = self._sign(organization_id, organization_name, now)
-            self._signed[organization_id] = signed
-            return signed
+            document = self.current_license(organization_id, now)
+            if document is None:
+                document = self._sign(organization_id, organization_name, now)
+                self._signed[organization_id] = {"issued_at": now, "document": document}
+            return document
 
     def _sign(
         self, organization_id: uuid.UUID, organization_name: str, now: datetime

@@ -6,17 +6,20 @@ import secrets
 import uuid
 from datetime import datetime
 
+import sqlalchemy as sa
+from sqlalchemy import bindparam
 from sqlmodel import Session, col, select, update
 
 from models import errors
 from models.connection_service import find_connection
-from models.db import flush_or_conflict, new_id, write_transaction
+from models.db import UTCDateTime, flush_or_conflict, new_id, write_transaction
 from models.license import LicenseSigner
 from models.review_service import review_views
 from models.reviews import Review, ReviewPublic
 from models.session_service import SidecarOrigin, open_sidecar_review
 from models.sessions import SessionCreate
 from models.sidecars import (
+    AuthenticatedSidecar,
     HandshakeRequest,
     HandshakeResponse,
     ListenerPublic,
@@ -121,23 +124,46 @@ def configure_sidecar(
     return sidecar_view(sidecar)
 
 
-def authenticate_sidecar(*, session: Session, token: str | None) -> Sidecar:
+# Built once: the handshake is the hottest path of the service, and composing SQL for every
+# request costs more than running it. Plain Core statements skip the ORM's identity map too.
+_SELECT_FOR_TOKEN = sa.select(
+    col(Sidecar.token_hash),
+    col(Sidecar.revoked_at),
+    col(Sidecar.organization_id),
+    col(Sidecar.name),
+    col(Sidecar.config),
+).where(col(Sidecar.id) == bindparam("sidecar_id"))
+_RECORD_HANDSHAKE = (
+    update(Sidecar)
+    .where(col(Sidecar.id) == bindparam("sidecar_id"), col(Sidecar.revoked_at).is_(None))
+    .values(
+        version=bindparam("reported_version"),
+        last_seen_at=bindparam("seen_at", type_=UTCDateTime),
+    )
+)
+
+
+def authenticate_sidecar(*, session: Session, token: str | None) -> AuthenticatedSidecar:
     """The live sidecar whose token this is; Unauthenticated otherwise. Records nothing."""
     if not token:
         raise errors.Unauthenticated(MISSING_TOKEN)
     sidecar_id = _sidecar_id_in(token)
-    sidecar = None if sidecar_id is None else session.get(Sidecar, sidecar_id)
-    expected = _NO_SIDECAR_HASH if sidecar is None else sidecar.token_hash
+    row = None
+    if sidecar_id is not None:
+        row = session.connection().execute(_SELECT_FOR_TOKEN, {"sidecar_id": sidecar_id}).first()
+    expected = _NO_SIDECAR_HASH if row is None else row.token_hash
     matches = hmac.compare_digest(expected, _token_hash(token))
-    if sidecar is None or not matches or sidecar.revoked_at is not None:
+    if row is None or sidecar_id is None or not matches or row.revoked_at is not None:
         raise errors.Unauthenticated(INVALID_TOKEN)
-    return sidecar
+    return AuthenticatedSidecar(
+        id=sidecar_id, organization_id=row.organization_id, name=row.name, config=row.config
+    )
 
 
 def handshake_sidecar(
     *,
     session: Session,
-    sidecar: Sidecar,
+    sidecar: AuthenticatedSidecar,
     request: HandshakeRequest,
     signer: LicenseSigner,
     now: datetime,
@@ -151,15 +177,16 @@ def handshake_sidecar(
             f"sidecar {sidecar.name!r} has no listeners assigned; an admin assigns them with "
             f"PUT /api/sidecars/{sidecar.id}/config, and the next handshake picks them up"
         )
-    organization = session.get_one(Organization, sidecar.organization_id)
-    license_document = signer.license_for(
-        organization_id=organization.id, organization_name=organization.name, now=now
-    )
+    license_document = signer.current_license(sidecar.organization_id, now)
+    if license_document is None:  # hourly: the organization's name is read only to re-sign
+        organization = session.get_one(Organization, sidecar.organization_id)
+        license_document = signer.license_for(
+            organization_id=organization.id, organization_name=organization.name, now=now
+        )
     with write_transaction(session):
-        recorded = session.exec(
-            update(Sidecar)
-            .where(col(Sidecar.id) == sidecar.id, col(Sidecar.revoked_at).is_(None))
-            .values(version=request.version, last_seen_at=now)
+        recorded = session.connection().execute(
+            _RECORD_HANDSHAKE,
+            {"sidecar_id": sidecar.id, "reported_version": request.version, "seen_at": now},
         )
         if recorded.rowcount == 0:  # revoked since it authenticated
             raise errors.Unauthenticated(INVALID_TOKEN)
@@ -167,13 +194,15 @@ def handshake_sidecar(
         id=sidecar.id,
         name=sidecar.name,
         version=request.version,
-        config=_config_view(sidecar),
+        config=SidecarConfigPublic(
+            listeners=[ListenerPublic.model_validate(item) for item in sidecar.listeners]
+        ),
         license=license_document,
     )
 
 
 def file_sidecar_review(
-    *, session: Session, sidecar: Sidecar, request: SidecarReviewCreate, now: datetime
+    *, session: Session, sidecar: AuthenticatedSidecar, request: SidecarReviewCreate, now: datetime
 ) -> ReviewPublic:
     """Open a reviewed session for a statement run through one of the sidecar's listeners."""
     listener = next(
@@ -206,7 +235,9 @@ def file_sidecar_review(
     )
 
 
-def get_sidecar_review(*, session: Session, sidecar: Sidecar, review_id: uuid.UUID) -> ReviewPublic:
+def get_sidecar_review(
+    *, session: Session, sidecar: AuthenticatedSidecar, review_id: uuid.UUID
+) -> ReviewPublic:
     """A review this sidecar filed (its decision is what the sidecar waits for)."""
     review = session.exec(
         select(Review).where(Review.id == review_id, Review.sidecar_id == sidecar.id)

@@ -6,6 +6,7 @@ Revoking a sidecar keeps its row (reviews it filed still name it) and frees its 
 """
 
 import uuid
+from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, Self
@@ -53,8 +54,27 @@ class Sidecar(SQLModel, table=True):
     @property
     def listeners(self) -> list[dict[str, Any]]:
         """The listeners of the assigned configuration (none when unconfigured)."""
-        listeners: list[dict[str, Any]] = (self.config or {}).get("listeners", [])
-        return listeners
+        return listeners_in(self.config)
+
+
+def listeners_in(config: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The listeners of a stored configuration document (none when there is none)."""
+    listeners: list[dict[str, Any]] = (config or {}).get("listeners", [])
+    return listeners
+
+
+@dataclass(frozen=True)
+class AuthenticatedSidecar:
+    """A live sidecar that proved its token: what its own requests may use."""
+
+    id: uuid.UUID
+    organization_id: uuid.UUID
+    name: str
+    config: dict[str, Any] | None
+
+    @property
+    def listeners(self) -> list[dict[str, Any]]:
+        return listeners_in(self.config)
 
 
 # -- requests ---------------------------------------------------------------------------------

@@ -1,11 +1,16 @@
 import uuid
+from typing import Annotated
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends, Request, Response
+from sqlalchemy import Engine
+from starlette.concurrency import run_in_threadpool
 
-from api.deps import CurrentSidecar, CurrentUser, LicenseSignerDep, SessionDep
-from api.errors import more_error_responses
+from api.deps import CurrentSidecar, CurrentUser, SessionDep, sidecar_token
+from api.errors import json_body_openapi, more_error_responses, validated_body
 from models import sidecar_service
 from models.clock import utc_now
+from models.db import session_scope
+from models.license import LicenseSigner
 from models.reviews import ReviewPublic
 from models.sidecars import (
     HandshakeRequest,
@@ -23,21 +28,42 @@ NOT_CONFIGURED = more_error_responses({412: "No configuration with listeners is 
 LICENSE_UNREADABLE = more_error_responses({500: "The license cannot be read"})
 
 
-@router.post("/handshake", responses=NOT_CONFIGURED | LICENSE_UNREADABLE)
-def handshake(
-    sidecar: CurrentSidecar,
-    request: HandshakeRequest,
-    session: SessionDep,
-    signer: LicenseSignerDep,
-) -> HandshakeResponse:
+@router.post(
+    "/handshake",
+    response_model=HandshakeResponse,
+    responses=NOT_CONFIGURED | LICENSE_UNREADABLE,
+    openapi_extra=json_body_openapi(HandshakeRequest),
+)
+async def handshake(
+    request: Request, token: Annotated[str | None, Depends(sidecar_token)]
+) -> Response:
     """Record the sidecar's version and return what it must serve, with the license (spec 4.3).
 
-    Authenticated only by the `gateway-sidecar-token` header. While no configuration with
-    listeners is assigned the answer is 412 and nothing is recorded.
+    Authenticated only by the `gateway-sidecar-token` header, checked before the body is read.
+    While no configuration with listeners is assigned the answer is 412 and nothing is recorded.
     """
-    return sidecar_service.handshake_sidecar(
-        session=session, sidecar=sidecar, request=request, signer=signer, now=utc_now()
+    # The hot path of every sidecar: all of it runs in one worker thread (one hop, one database
+    # session), rather than a hop for each dependency; sidecars handshake often and all at once.
+    # The answer is built by the service already, so it is serialized once, not re-validated.
+    raw_body = await request.body()
+    answer = await run_in_threadpool(
+        _handshake, request.app.state.engine, request.app.state.license_signer, token, raw_body
     )
+    return Response(answer.model_dump_json(), media_type="application/json")
+
+
+def _handshake(
+    engine: Engine, signer: LicenseSigner, token: str | None, raw_body: bytes
+) -> HandshakeResponse:
+    with session_scope(engine) as session:
+        sidecar = sidecar_service.authenticate_sidecar(session=session, token=token)
+        return sidecar_service.handshake_sidecar(
+            session=session,
+            sidecar=sidecar,
+            request=validated_body(HandshakeRequest, raw_body),
+            signer=signer,
+            now=utc_now(),
+        )
 
 
 @router.post("/reviews", status_code=201, responses=NOT_CONFIGURED)

@@ -280,9 +280,29 @@ def test_a_token_with_a_wrong_secret_is_401(client, engine, ready_sidecar):
 
 
 def test_a_token_is_refused_before_the_body_is_looked_at(client, ready_sidecar):
-    response = handshake(client, "nonsense", {"version": ""})
+    invalid = handshake(client, "nonsense", {"version": ""})
+    not_json = client.post(
+        "/api/sidecars/handshake",
+        content=b"{not json",
+        headers={"gateway-sidecar-token": "nonsense", "Content-Type": "application/json"},
+    )
 
-    assert response.status_code == 401
+    assert invalid.status_code == 401
+    assert not_json.status_code == 401
+
+
+def test_a_body_that_is_not_json_is_400(client, ready_sidecar):
+    response = client.post(
+        "/api/sidecars/handshake",
+        content=b"{not json",
+        headers={
+            "gateway-sidecar-token": ready_sidecar["token"],
+            "Content-Type": "application/json",
+        },
+    )
+
+    assert response.status_code == 400
+    assert response.json() == {"message": "the request body is not valid JSON"}
 
 
 def test_a_revoked_token_is_401(client, engine, admin, ready_sidecar):
