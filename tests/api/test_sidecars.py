@@ -111,6 +111,7 @@ def test_tokens_differ_between_sidecars(client, admin):
     assert len(tokens) == 5
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
 def test_sidecar_names_are_unique_among_live_sidecars(client, admin):
     first = create_sidecar(client, admin)
 
