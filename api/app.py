@@ -14,10 +14,12 @@ from api.routes import (
     rules,
     sessions,
     sidecars,
+    sign_in,
     users,
 )
 from models.db import create_db_engine, upgrade_database
 from models.license import license_signer
+from models.oidc import OidcClient
 from models.sealing import SecretBox
 from models.settings import Settings, get_settings, resolve_secret_key
 
@@ -37,6 +39,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.secret_key = resolve_secret_key(settings)
         app.state.secret_box = SecretBox(app.state.secret_key)
         app.state.license_signer = license_signer(settings)
+        app.state.oidc = oidc_client(settings) if settings.auth == "oidc" else None
         yield
         engine.dispose()
 
@@ -51,7 +54,40 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     install_error_handlers(app)
-    for router in (health, users, connections, plugins, rules, sessions, reviews, sidecars):
+    for router in (
+        health,
+        sign_in,
+        users,
+        connections,
+        plugins,
+        rules,
+        sessions,
+        reviews,
+        sidecars,
+    ):
         app.include_router(router.router, prefix=API_PREFIX, responses=ERROR_RESPONSES)
     document_errors_as_sent(app)
     return app
+
+
+def oidc_client(settings: Settings) -> OidcClient:
+    """The relying party for ACCESSGATE_AUTH=oidc; refuses to start half-configured."""
+    missing = [
+        name
+        for name, value in (
+            ("ACCESSGATE_OIDC_ISSUER_URL", settings.oidc_issuer_url),
+            ("ACCESSGATE_OIDC_CLIENT_ID", settings.oidc_client_id),
+            ("ACCESSGATE_OIDC_CLIENT_SECRET", settings.oidc_client_secret),
+        )
+        if not value
+    ]
+    if missing:
+        raise RuntimeError(f"ACCESSGATE_AUTH=oidc needs {', '.join(missing)}")
+    return OidcClient(
+        issuer=settings.oidc_issuer_url,
+        client_id=settings.oidc_client_id,
+        client_secret=settings.oidc_client_secret,
+        redirect_uri=f"{settings.public_url.rstrip('/')}{API_PREFIX}/callback",
+        scopes=settings.oidc_scopes,
+        groups_claim=settings.oidc_groups_claim,
+    )

@@ -9,6 +9,7 @@ from sqlmodel import Session
 
 from models import errors, sidecar_service
 from models.db import session_scope
+from models.oidc import OidcClient
 from models.sealing import SecretBox
 from models.security import verify_local_token
 from models.sidecars import AuthenticatedSidecar
@@ -35,7 +36,11 @@ def get_current_user(
     """The active user named by the bearer token; 401 without a valid one, 403 if inactive."""
     if credentials is None or credentials.scheme.lower() != "bearer":
         raise errors.Unauthenticated("send an Authorization: Bearer <token> header")
-    sub = verify_local_token(key=request.app.state.secret_key, token=credentials.credentials)
+    oidc: OidcClient | None = getattr(request.app.state, "oidc", None)
+    if oidc is not None:
+        sub = oidc.subject_of(credentials.credentials)
+    else:
+        sub = verify_local_token(key=request.app.state.secret_key, token=credentials.credentials)
     return authenticated_user(session=session, sub=sub)
 
 

@@ -29,6 +29,7 @@ STATUS_BY_ERROR: dict[type[errors.DomainError], int] = {
     errors.NotConfigured: 412,
     errors.UnusableConfiguration: 422,
     errors.LicenseUnavailable: 500,
+    errors.ProviderUnavailable: 502,
 }
 
 

@@ -17,7 +17,8 @@
     ├── Conflict                it already exists, or clashes with one that does
     ├── UnusableConfiguration   well-formed settings the plugin cannot run with
     ├── NotConfigured           the resource needs configuration before it can be used
-    └── LicenseUnavailable      the organization's license cannot be produced (a server fault)
+    ├── LicenseUnavailable      the organization's license cannot be produced (a server fault)
+    └── ProviderUnavailable     the identity provider cannot be reached or answers nonsense
 
 Every error carries a sentence a user can act on.
 """
@@ -97,3 +98,7 @@ class NotConfigured(DomainError):
 
 class LicenseUnavailable(DomainError):
     """The license cannot be read or signed; the operator must fix the signing key."""
+
+
+class ProviderUnavailable(DomainError):
+    """The identity provider cannot be reached, or answered something unusable."""

@@ -23,8 +23,23 @@ class Settings(BaseSettings):
         default="",
         description="SQLAlchemy URL; empty means a SQLite file in the data directory.",
     )
-    auth: Literal["local"] = Field(
-        default="local", description="local: tokens signed by this service (accessgate token)."
+    auth: Literal["local", "oidc"] = Field(
+        default="local",
+        description="local: tokens signed by this service (accessgate token); "
+        "oidc: the organization's OpenID provider.",
+    )
+    public_url: str = Field(
+        default="http://127.0.0.1:8009",
+        description="Where browsers reach this service; the OIDC callback is under it.",
+    )
+    oidc_issuer_url: str = ""
+    oidc_client_id: str = ""
+    oidc_client_secret: str = ""
+    oidc_scopes: str = "openid email profile groups"
+    oidc_groups_claim: str = "groups"
+    oidc_redirect_url: str = Field(
+        default="",
+        description="Where the browser goes after sign-in, with the token; empty answers JSON.",
     )
     secret_key: str = Field(
         default="",

@@ -9,6 +9,7 @@ from models.reviews import Review, ReviewDecisionRecord, ReviewGroup
 from models.rules import AccessRequestRule
 from models.sessions import GatewaySession
 from models.sidecars import Sidecar
+from models.sign_in import SignInAttempt
 from models.users import Organization, User
 
 metadata = SQLModel.metadata
@@ -25,6 +26,7 @@ __all__ = [
     "ReviewDecisionRecord",
     "ReviewGroup",
     "Sidecar",
+    "SignInAttempt",
     "User",
     "metadata",
 ]

@@ -1,0 +1,73 @@
+from typing import Annotated, Any
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import RedirectResponse
+from pydantic import BaseModel
+
+from api.deps import SessionDep
+from models import errors, sign_in
+from models.clock import utc_now
+from models.oidc import OidcClient
+from models.users import UserPublic
+
+router = APIRouter(tags=["sign-in"])
+
+
+class LoginAnswer(BaseModel):
+    login_url: str
+
+
+class SignedIn(BaseModel):
+    access_token: str
+    token_type: str = "Bearer"
+    user: UserPublic
+
+
+def _oidc(request: Request) -> OidcClient:
+    client: OidcClient | None = getattr(request.app.state, "oidc", None)
+    if client is None:
+        raise errors.NotFound(
+            "sign-in with an identity provider is off: this service runs with "
+            "ACCESSGATE_AUTH=local (tokens come from `accessgate token`)"
+        )
+    return client
+
+
+@router.get("/login")
+def login(
+    request: Request,
+    session: SessionDep,
+    redirect: Annotated[str | None, Query(max_length=2048)] = None,
+) -> LoginAnswer:
+    """The URL that leads to the identity provider (code flow with PKCE, state and nonce).
+
+    `redirect` (a loopback address) is where a command-line client wants the token delivered.
+    """
+    url = sign_in.start_sign_in(
+        session=session, client=_oidc(request), return_to=redirect, now=utc_now()
+    )
+    return LoginAnswer(login_url=url)
+
+
+@router.get("/callback", response_model=SignedIn, responses={302: {"description": "To the app"}})
+def callback(
+    request: Request,
+    session: SessionDep,
+    code: Annotated[str | None, Query(max_length=4096)] = None,
+    state: Annotated[str | None, Query(max_length=512)] = None,
+    error: Annotated[str | None, Query(max_length=256)] = None,
+) -> Any:
+    """Where the identity provider sends the browser back: the token, by redirect or as JSON."""
+    if error is not None or not code or not state:
+        raise errors.Unauthenticated(
+            f"the identity provider did not sign you in ({error or 'no code'}); try again"
+        )
+    user, access_token, return_to = sign_in.finish_sign_in(
+        session=session, client=_oidc(request), code=code, state=state, now=utc_now()
+    )
+    target = return_to or request.app.state.settings.oidc_redirect_url
+    if target:
+        separator = "&" if "?" in target else "?"
+        return RedirectResponse(f"{target}{separator}{urlencode({'token': access_token})}", 302)
+    return SignedIn(access_token=access_token, user=UserPublic.model_validate(user))
