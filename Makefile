@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test check format bench postgres-binaries wrk clean
+.PHONY: run test check format bench postgres-binaries oidc-provider wrk clean
 
 $(INSTALLED): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,7 +26,7 @@ format: $(INSTALLED)
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-test: $(INSTALLED) postgres-binaries check
+test: $(INSTALLED) postgres-binaries oidc-provider check
 	$(BIN)/pytest
 
 bench: $(INSTALLED) postgres-binaries wrk
@@ -41,6 +41,16 @@ postgres-binaries:
 		echo "installing PostgreSQL binaries with apt"; \
 		$(SUDO) apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq postgresql >/dev/null; }
+
+# The sign-in tests run a real OpenID provider: the npm package oidc-provider, on Node.js.
+OIDC_PROVIDER := tests/support/oidc_provider
+oidc-provider:
+	@command -v npm >/dev/null 2>&1 || { \
+		echo "installing Node.js with apt"; \
+		$(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq nodejs npm >/dev/null; }
+	@[ -d $(OIDC_PROVIDER)/node_modules/oidc-provider ] || \
+		npm ci --prefix $(OIDC_PROVIDER) --no-audit --no-fund --loglevel=error
 
 wrk:
 	@command -v wrk >/dev/null 2>&1 || { \

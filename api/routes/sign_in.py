@@ -20,7 +20,7 @@ class LoginAnswer(BaseModel):
 
 class SignedIn(BaseModel):
     access_token: str
-    token_type: str = "Bearer"
+    token_type: str = "Bearer"  # noqa: S105 - the scheme, not a secret
     user: UserPublic
 
 

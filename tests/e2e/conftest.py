@@ -22,8 +22,13 @@ def environment(backend, tmp_path, request) -> dict[str, str]:
 
 
 @pytest.fixture
-def server(environment, tmp_path) -> Iterator[str]:
-    port = free_port()
+def server_port() -> int:
+    return free_port()
+
+
+@pytest.fixture
+def server(environment, server_port, tmp_path) -> Iterator[str]:
+    port = server_port
     log_path = tmp_path / "serve.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen(

@@ -1,0 +1,172 @@
+"""Sign-in against a real OpenID provider on loopback, through `accessgate serve`."""
+
+import base64
+import json
+from collections.abc import Iterator
+
+import httpx
+import jwt
+import pytest
+
+from tests.support.oidc_provider import (
+    CLIENT_ID,
+    CLIENT_SECRET,
+    OidcProvider,
+    sign_in_at_provider,
+    signing_key,
+)
+
+pytestmark = pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+
+
+@pytest.fixture
+def provider(tmp_path, server_port) -> Iterator[OidcProvider]:
+    provider = OidcProvider(
+        tmp_path, redirect_uris=[f"http://127.0.0.1:{server_port}/api/callback"]
+    )
+    provider.set_account("alice", email="alice@example.com", name="Alice", groups=["dev"])
+    provider.set_account("root", email="root@example.com", name="Root", groups=["admin"])
+    provider.start()
+    yield provider
+    provider.stop()
+
+
+@pytest.fixture
+def environment(environment, provider, server_port) -> dict[str, str]:
+    return {
+        **environment,
+        "ACCESSGATE_AUTH": "oidc",
+        "ACCESSGATE_PUBLIC_URL": f"http://127.0.0.1:{server_port}",
+        "ACCESSGATE_OIDC_ISSUER_URL": provider.issuer,
+        "ACCESSGATE_OIDC_CLIENT_ID": CLIENT_ID,
+        "ACCESSGATE_OIDC_CLIENT_SECRET": CLIENT_SECRET,
+    }
+
+
+def sign_in(server: str, login: str) -> httpx.Response:
+    """The whole code flow in a fresh browser: login URL, provider pages, callback."""
+    with httpx.Client(follow_redirects=True, timeout=30) as browser:
+        login_url = browser.get(f"{server}/login").json()["login_url"]
+        return sign_in_at_provider(browser, login_url, login)
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def test_the_first_sign_in_signs_the_user_up(server, provider):
+    answer = sign_in(server, "alice")
+
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert body["token_type"] == "Bearer"
+    assert body["user"]["sub"] == "alice"
+    me = httpx.get(f"{server}/users/me", headers=bearer(body["access_token"]))
+    assert me.status_code == 200
+    assert me.json()["email"] == "alice@example.com"
+    assert me.json()["name"] == "Alice"
+    assert me.json()["groups"] == ["dev"]
+
+
+def test_groups_changed_at_the_provider_apply_at_the_next_sign_in(server, provider):
+    first = sign_in(server, "alice").json()
+    provider.set_account("alice", email="alice@corp.example", name="Alice B", groups=["dba", "sre"])
+
+    # Until she signs in again, the service keeps what it learned at the last sign-in.
+    before = httpx.get(f"{server}/users/me", headers=bearer(first["access_token"])).json()
+    second = sign_in(server, "alice").json()
+    after = httpx.get(f"{server}/users/me", headers=bearer(second["access_token"])).json()
+
+    assert before["groups"] == ["dev"]
+    assert after["groups"] == ["dba", "sre"]
+    assert after["email"] == "alice@corp.example"
+    assert after["name"] == "Alice B"
+
+
+def test_an_inactive_user_is_refused_and_gets_no_token(server, provider):
+    root = sign_in(server, "root").json()
+    alice = sign_in(server, "alice").json()
+    deactivated = httpx.patch(
+        f"{server}/users/{alice['user']['id']}",
+        json={"status": "inactive"},
+        headers=bearer(root["access_token"]),
+    )
+    assert deactivated.status_code == 200, deactivated.text
+
+    refused = sign_in(server, "alice")
+    old_token = httpx.get(f"{server}/users/me", headers=bearer(alice["access_token"]))
+
+    assert refused.status_code == 403
+    assert refused.json() == {"message": "your account is inactive; ask an administrator"}
+    assert "access_token" not in refused.text
+    assert old_token.status_code == 403
+
+
+def forged(claims: dict, *, alg: str = "RS256", kid: str = "key-1", key=None) -> str:
+    if alg == "none":
+        header = base64.urlsafe_b64encode(json.dumps({"alg": "none", "kid": kid}).encode())
+        payload = base64.urlsafe_b64encode(json.dumps(claims).encode())
+        return f"{header.decode().rstrip('=')}.{payload.decode().rstrip('=')}."
+    return jwt.encode(claims, key, algorithm=alg, headers={"kid": kid})
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    ["alg none", "foreign key", "wrong audience", "expired", "garbage", "unknown opaque"],
+)
+def test_tokens_not_from_the_provider_are_refused(server, provider, tamper):
+    sign_in(server, "alice")
+    claims = {
+        "iss": provider.issuer,
+        "aud": CLIENT_ID,
+        "sub": "alice",
+        "iat": 1_900_000_000,
+        "exp": 4_000_000_000,
+    }
+    foreign_key, _ = signing_key("key-1")
+    token = {
+        "alg none": lambda: forged(claims, alg="none"),
+        "foreign key": lambda: forged(claims, key=foreign_key),
+        "wrong audience": lambda: forged({**claims, "aud": "other"}, key=foreign_key),
+        "expired": lambda: forged({**claims, "exp": 1_000_000_000}, key=foreign_key),
+        "garbage": lambda: "a.b.c",
+        "unknown opaque": lambda: "opaque-token-the-provider-never-issued",
+    }[tamper]()
+
+    response = httpx.get(f"{server}/users/me", headers=bearer(token))
+
+    assert response.status_code == 401
+    assert response.json()["message"]
+
+
+def test_a_tampered_access_token_is_refused(server, provider):
+    token = sign_in(server, "alice").json()["access_token"]
+
+    response = httpx.get(f"{server}/users/me", headers=bearer(token[:-2] + "xx"))
+
+    assert response.status_code == 401
+
+
+def test_sign_in_keeps_working_after_the_provider_rotates_its_keys(server, provider):
+    assert sign_in(server, "alice").status_code == 200
+
+    provider.rotate_keys()
+
+    answer = sign_in(server, "alice")
+    assert answer.status_code == 200, answer.text
+    me = httpx.get(f"{server}/users/me", headers=bearer(answer.json()["access_token"]))
+    assert me.status_code == 200
+
+
+def test_a_callback_without_a_known_attempt_is_refused(server, provider):
+    response = httpx.get(f"{server}/callback", params={"code": "x", "state": "never-issued"})
+
+    assert response.status_code == 401
+    assert response.json() == {"message": "this sign-in is unknown or expired; start it again"}
+
+
+def test_login_refuses_a_redirect_that_is_not_loopback(server, provider):
+    response = httpx.get(f"{server}/login", params={"redirect": "https://evil.example/steal"})
+
+    assert response.status_code == 400
+    assert "redirect must be an http://127.0.0.1" in response.json()["message"]
