@@ -100,6 +100,20 @@ def sidecar_handshake(args: argparse.Namespace) -> int:
     )
 
 
+def login(args: argparse.Namespace) -> int:
+    """Sign in through the identity provider and keep the token."""
+    from api import login_client
+
+    return login_client.login(api_url=args.api, open_browser=not args.no_browser)
+
+
+def whoami(_args: argparse.Namespace) -> int:
+    """Show the signed-in user."""
+    from api import login_client
+
+    return login_client.whoami()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="accessgate", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -117,6 +131,13 @@ def build_parser() -> argparse.ArgumentParser:
     token_parser.add_argument("--groups", help="comma-separated; replaces the user's groups")
     token_parser.add_argument("--ttl", type=int, help="lifetime in seconds")
     token_parser.set_defaults(handler=token)
+
+    login_parser = commands.add_parser("login", help="sign in through the identity provider")
+    login_parser.add_argument("--api", required=True, help="the service, e.g. http://host:8009")
+    login_parser.add_argument("--no-browser", action="store_true", help="only print the URL")
+    login_parser.set_defaults(handler=login)
+    whoami_parser = commands.add_parser("whoami", help="show the signed-in user")
+    whoami_parser.set_defaults(handler=whoami)
 
     license_parser = commands.add_parser("license", help="the organization's signed license")
     license_commands = license_parser.add_subparsers(dest="license_command", required=True)

@@ -2,12 +2,15 @@
 
 import base64
 import json
+import stat
+import subprocess
 from collections.abc import Iterator
 
 import httpx
 import jwt
 import pytest
 
+from tests.support.commands import ACCESSGATE, accessgate
 from tests.support.oidc_provider import (
     CLIENT_ID,
     CLIENT_SECRET,
@@ -170,3 +173,30 @@ def test_login_refuses_a_redirect_that_is_not_loopback(server, provider):
 
     assert response.status_code == 400
     assert "redirect must be an http://127.0.0.1" in response.json()["message"]
+
+
+def test_accessgate_login_and_whoami(server, environment, tmp_path):
+    environment = {**environment, "ACCESSGATE_CREDENTIALS_FILE": str(tmp_path / "creds.json")}
+    command = subprocess.Popen(
+        [*ACCESSGATE, "login", "--api", server.removesuffix("/api"), "--no-browser"],
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert command.stdout is not None
+    first_line = command.stdout.readline()
+    assert first_line.startswith("Sign in at: "), first_line
+    with httpx.Client(follow_redirects=True, timeout=30) as browser:
+        delivered = sign_in_at_provider(
+            browser, first_line.removeprefix("Sign in at: ").strip(), "alice"
+        )
+    out, err = command.communicate(timeout=30)
+
+    assert delivered.status_code == 200
+    assert command.returncode == 0, err
+    assert "Signed in" in out
+    assert stat.S_IMODE((tmp_path / "creds.json").stat().st_mode) == 0o600
+    shown = accessgate(environment, "whoami")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["sub"] == "alice"
