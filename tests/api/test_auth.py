@@ -141,3 +141,12 @@ def test_a_form_encoded_body_is_told_to_send_json(client, engine):
     assert response.json() == {
         "message": "send the request body as JSON with Content-Type: application/json"
     }
+
+
+def test_sign_in_with_a_provider_is_off_in_local_mode(client):
+    login = client.get("/api/login")
+    callback = client.get("/api/callback", params={"code": "c", "state": "s"})
+
+    assert login.status_code == 404
+    assert "ACCESSGATE_AUTH=local" in login.json()["message"]
+    assert callback.status_code == 404
