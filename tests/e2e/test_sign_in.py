@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import httpx
 import jwt
 import pytest
+from jwt.algorithms import RSAAlgorithm
 
 from tests.support.commands import ACCESSGATE, accessgate
 from tests.support.oidc_provider import (
@@ -115,7 +116,15 @@ def forged(claims: dict, *, alg: str = "RS256", kid: str = "key-1", key=None) ->
 
 @pytest.mark.parametrize(
     "tamper",
-    ["alg none", "foreign key", "wrong audience", "expired", "garbage", "unknown opaque"],
+    [
+        "alg none",
+        "foreign key",
+        "wrong audience",
+        "wrong issuer",
+        "expired",
+        "garbage",
+        "unknown opaque",
+    ],
 )
 def test_tokens_not_from_the_provider_are_refused(server, provider, tamper):
     sign_in(server, "alice")
@@ -123,15 +132,18 @@ def test_tokens_not_from_the_provider_are_refused(server, provider, tamper):
         "iss": provider.issuer,
         "aud": CLIENT_ID,
         "sub": "alice",
-        "iat": 1_900_000_000,
+        "iat": 1_700_000_000,
         "exp": 4_000_000_000,
     }
+    # The provider's own signing key: these tokens fail only on what the test changed.
+    provider_key = RSAAlgorithm.from_jwk(json.dumps(provider.keys[0]))
     foreign_key, _ = signing_key("key-1")
     token = {
         "alg none": lambda: forged(claims, alg="none"),
         "foreign key": lambda: forged(claims, key=foreign_key),
-        "wrong audience": lambda: forged({**claims, "aud": "other"}, key=foreign_key),
-        "expired": lambda: forged({**claims, "exp": 1_000_000_000}, key=foreign_key),
+        "wrong audience": lambda: forged({**claims, "aud": "other"}, key=provider_key),
+        "wrong issuer": lambda: forged({**claims, "iss": "http://evil"}, key=provider_key),
+        "expired": lambda: forged({**claims, "exp": 1_000_000_000}, key=provider_key),
         "garbage": lambda: "a.b.c",
         "unknown opaque": lambda: "opaque-token-the-provider-never-issued",
     }[tamper]()
@@ -200,3 +212,16 @@ def test_accessgate_login_and_whoami(server, environment, tmp_path):
     shown = accessgate(environment, "whoami")
     assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout)["sub"] == "alice"
+
+
+def test_a_jwt_access_token_signed_by_the_provider_is_accepted(server, provider):
+    """The control for the refusals above: the same claims, unchanged, pass."""
+    sign_in(server, "alice")
+    provider_key = RSAAlgorithm.from_jwk(json.dumps(provider.keys[0]))
+    claims = {"iss": provider.issuer, "aud": CLIENT_ID, "sub": "alice", "iat": 1_700_000_000}
+    token = forged({**claims, "exp": 4_000_000_000}, key=provider_key)
+
+    response = httpx.get(f"{server}/users/me", headers=bearer(token))
+
+    assert response.status_code == 200, response.text
+    assert response.json()["sub"] == "alice"
