@@ -17,13 +17,13 @@ from api.routes import (
     sign_in,
     users,
 )
+from api.urls import API_PREFIX
 from models.db import create_db_engine, upgrade_database
 from models.license import license_signer
 from models.oidc import OidcClient
 from models.sealing import SecretBox
 from models.settings import Settings, get_settings, resolve_secret_key
 
-API_PREFIX = "/api"
 API_VERSION = "1.173.0"
 
 

@@ -16,6 +16,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 
+from api.urls import api_base
+
 LOGIN_TIMEOUT_SECONDS = 300
 
 
@@ -25,12 +27,6 @@ def credentials_path() -> Path:
     if configured:
         return Path(configured)
     return Path.home() / ".config" / "accessgate" / "credentials.json"
-
-
-def api_base(url: str) -> str:
-    """The API base for a server URL (``/api`` is added when missing)."""
-    base = url.rstrip("/")
-    return base if urlsplit(base).path.endswith("/api") else f"{base}/api"
 
 
 def _token_catcher(delivered: dict[str, str]) -> type[BaseHTTPRequestHandler]:

@@ -7,27 +7,17 @@ import json
 import sys
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 
+from api.urls import api_base
 from models.clock import utc_now
 from models.license import InvalidLicense, load_public_key, verify_license
 from models.sidecar_service import TOKEN_HEADER
 
-API_PREFIX = "/api"
-
 
 class HandshakeFailed(Exception):
     """The handshake did not produce a configuration this sidecar can trust."""
-
-
-def handshake_url(base_url: str) -> str:
-    """The handshake endpoint under ``base_url`` (the API base; ``/api`` is added if absent)."""
-    base = base_url.rstrip("/")
-    if not urlsplit(base).path.endswith(API_PREFIX):
-        base += API_PREFIX
-    return f"{base}/sidecars/handshake"
 
 
 def perform_handshake(
@@ -44,7 +34,7 @@ def perform_handshake(
             raise HandshakeFailed(str(exc)) from exc
     try:
         response = httpx.post(
-            handshake_url(base_url),
+            f"{api_base(base_url)}/sidecars/handshake",
             json={"version": version},
             headers={TOKEN_HEADER: token},
             timeout=30,

@@ -15,8 +15,8 @@ from sqlmodel import Field, Session, SQLModel, col, delete, select
 from models import errors
 from models.db import UTCDateTime, write_transaction
 from models.oidc import OidcClient
-from models.user_service import upsert_user
-from models.users import User, UserStatus
+from models.user_service import authenticated_user, upsert_user
+from models.users import User
 
 ATTEMPT_LIFETIME = timedelta(minutes=10)
 
@@ -88,13 +88,12 @@ def finish_sign_in(
     identity, access_token = client.finish_login(
         code=code, code_verifier=attempt.code_verifier, nonce=attempt.nonce
     )
-    user = upsert_user(
+    upsert_user(
         session=session,
         sub=identity.sub,
         email=identity.email,
         name=identity.name,
         groups=identity.groups,
     )
-    if user.status is UserStatus.INACTIVE:
-        raise errors.InactiveUser("your account is inactive; ask an administrator")
+    user = authenticated_user(session=session, sub=identity.sub)  # refuses inactive users
     return user, access_token, attempt.return_to
