@@ -103,16 +103,13 @@ class LicenseSigner:
         if self._key is None:
             try:
                 key = serialization.load_pem_private_key(self.key_path.read_bytes(), None)
+                if not isinstance(key, Ed25519PrivateKey):
+                    raise TypeError("not an Ed25519 key")
             except (OSError, ValueError, TypeError) as exc:
                 logger.error("cannot read the license signing key %s: %s", self.key_path, exc)
                 raise errors.LicenseUnavailable(
                     "the organization's license cannot be read; the service logged the details"
                 ) from exc
-            if not isinstance(key, Ed25519PrivateKey):
-                logger.error("the license signing key %s is not an Ed25519 key", self.key_path)
-                raise errors.LicenseUnavailable(
-                    "the organization's license cannot be read; the service logged the details"
-                )
             self._key = key
         return self._key
 

@@ -129,17 +129,19 @@ def access_control_groups(
 
     With the access_control plugin enabled, a connection it does not list is open to no group.
     """
-    enabled = session.exec(
-        select(Plugin.id).where(
-            Plugin.organization_id == organization_id, Plugin.name == PluginName.ACCESS_CONTROL
+    # One query: the plugin's row (is it enabled?) with this connection's entry, if any.
+    row = session.exec(
+        select(Plugin.id, PluginConnection.config)
+        .outerjoin(
+            PluginConnection,
+            (col(PluginConnection.plugin_id) == Plugin.id)
+            & (col(PluginConnection.connection_id) == connection_id),
         )
+        .where(Plugin.organization_id == organization_id, Plugin.name == PluginName.ACCESS_CONTROL)
     ).first()
-    if enabled is None:
+    if row is None:
         return None
-    groups = plugin_connection_config(
-        session=session, plugin_name=PluginName.ACCESS_CONTROL, connection_id=connection_id
-    )
-    return groups or []
+    return list(row[1] or [])
 
 
 def plugin_connection_config(

@@ -194,9 +194,7 @@ def handshake_sidecar(
         id=sidecar.id,
         name=sidecar.name,
         version=request.version,
-        config=SidecarConfigPublic(
-            listeners=[ListenerPublic.model_validate(item) for item in sidecar.listeners]
-        ),
+        config=_config_view(sidecar),
         license=license_document,
     )
 
@@ -259,7 +257,7 @@ def _get_sidecar(
     return sidecar
 
 
-def _config_view(sidecar: Sidecar) -> SidecarConfigPublic:
+def _config_view(sidecar: Sidecar | AuthenticatedSidecar) -> SidecarConfigPublic:
     return SidecarConfigPublic(
         listeners=[ListenerPublic.model_validate(item) for item in sidecar.listeners]
     )
