@@ -7,6 +7,7 @@ from fastapi import FastAPI
 
 from api.errors import ERROR_RESPONSES, document_errors_as_sent, install_error_handlers
 from api.routes import (
+    chat,
     connections,
     health,
     plugins,
@@ -18,6 +19,7 @@ from api.routes import (
     users,
 )
 from api.urls import API_PREFIX
+from models.chat_runtime import ChatRuntimeFactory
 from models.db import create_db_engine, upgrade_database
 from models.license import license_signer
 from models.oidc import OidcClient
@@ -27,8 +29,13 @@ from models.settings import Settings, get_settings, resolve_secret_key
 API_VERSION = "1.173.0"
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
-    """Build the app for ``settings`` (the environment's by default)."""
+def create_app(
+    settings: Settings | None = None, *, chat_factory: ChatRuntimeFactory | None = None
+) -> FastAPI:
+    """Build the app for ``settings`` (the environment's by default).
+
+    ``chat_factory`` builds the chat bot this process runs alongside the API, if any.
+    """
     settings = settings or get_settings()
 
     @asynccontextmanager
@@ -40,8 +47,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.secret_box = SecretBox(app.state.secret_key)
         app.state.license_signer = license_signer(settings)
         app.state.oidc = oidc_client(settings) if settings.auth == "oidc" else None
-        yield
-        engine.dispose()
+        app.state.chat = (
+            None if chat_factory is None else chat_factory(engine, app.state.secret_box)
+        )
+        if app.state.chat is not None:
+            await app.state.chat.start()
+        try:
+            yield
+        finally:
+            if app.state.chat is not None:
+                await app.state.chat.stop()
+            engine.dispose()
 
     app = FastAPI(
         title="accessgate",
@@ -64,8 +80,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         sessions,
         reviews,
         sidecars,
+        chat,
     ):
         app.include_router(router.router, prefix=API_PREFIX, responses=ERROR_RESPONSES)
+    app.include_router(chat.slack_router)
     document_errors_as_sent(app)
     return app
 

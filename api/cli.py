@@ -6,10 +6,13 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 
+from sqlalchemy import Engine
+
 from models import errors
 from models.clock import utc_now
 from models.db import create_db_engine, session_scope, upgrade_database
 from models.license import license_signer
+from models.sealing import SecretBox
 from models.security import issue_local_token
 from models.settings import get_settings, resolve_secret_key
 from models.user_service import default_organization, upsert_user
@@ -25,9 +28,23 @@ def serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from api.app import create_app
+    from api.urls import api_base
+    from bot.runtime import ChatBot
+
+    settings = get_settings()
+
+    def chat_bot(engine: Engine, secret_box: SecretBox) -> ChatBot:
+        # The process that serves the API runs the Slack bot too; this is where they meet.
+        return ChatBot(
+            settings=settings,
+            engine=engine,
+            secret_box=secret_box,
+            api_base_url=api_base(settings.public_url),
+        )
 
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_SECONDS)
-    uvicorn.run(create_app(), host=args.host, port=args.port, log_level=args.log_level)
+    app = create_app(settings, chat_factory=chat_bot)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0
 
 

@@ -4,6 +4,7 @@
     ├── InvalidRequest          input the domain refuses (bad value, wrong combination)
     │   └── ReviewClosed        the review no longer accepts decisions
     ├── Unauthenticated         no identity, or one that cannot be verified
+    │   └── ChatUserNotLinked   a chat user no gateway user is linked to
     ├── Forbidden               the caller may not do this
     │   ├── InactiveUser
     │   ├── AdminRequired
@@ -42,6 +43,10 @@ class ReviewClosed(InvalidRequest):
 
 class Unauthenticated(DomainError):
     """The caller's identity is missing or cannot be verified."""
+
+
+class ChatUserNotLinked(Unauthenticated):
+    """A chat user acted before linking their chat account to a gateway user."""
 
 
 class Forbidden(DomainError):

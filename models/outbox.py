@@ -1,15 +1,21 @@
 """The transactional outbox: every review change leaves an event row in the same transaction.
 
-Deliverers (the chat notifier, webhooks) read undelivered rows in ``id`` order and mark them
-delivered; an event is never lost to a crash between "changed" and "told".
+The chat notifier (``models.chat_delivery``) reads undelivered rows in ``id`` order and marks
+them delivered; an event is never lost to a crash between "changed" and "told". A webhooks
+deliverer would need a delivery mark of its own.
+
+Writers tell in-process readers that rows were committed through ``on_committed_events``, so
+delivery starts at once instead of at the next poll.
 """
 
+import threading
 import uuid
+from collections.abc import Callable
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import JSON
+from sqlalchemy import JSON, event
 from sqlmodel import Field, Session, SQLModel
 
 from models.db import UTCDateTime, enum_column
@@ -31,6 +37,9 @@ class OutboxEvent(SQLModel, table=True):
     delivered_at: datetime | None = Field(default=None, sa_type=UTCDateTime, index=True)
     attempts: int = 0
     last_error: str | None = Field(default=None, max_length=1000)
+    # Backoff after a failed delivery, and the lease of the process delivering it now.
+    next_attempt_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    leased_until: datetime | None = Field(default=None, sa_type=UTCDateTime)
 
 
 def record_event(
@@ -43,6 +52,7 @@ def record_event(
 ) -> None:
     """Add an event to the caller's transaction; it commits or rolls back with the change."""
     session.add(OutboxEvent(kind=kind, review_id=review_id, payload=payload, created_at=now))
+    session.info[_HAS_NEW_EVENTS] = True
 
 
 def record_review_event(
@@ -60,3 +70,41 @@ def record_review_event(
     record_event(
         session, kind=kind, review_id=review_id, payload={**payload, **(details or {})}, now=now
     )
+
+
+# -- telling readers in this process -----------------------------------------------------------
+
+_HAS_NEW_EVENTS = "accessgate_outbox_has_new_events"
+_listeners: list[Callable[[], None]] = []
+_listeners_lock = threading.Lock()
+
+
+def on_committed_events(listener: Callable[[], None]) -> Callable[[], None]:
+    """Call ``listener`` (from the committing thread) after each commit that added events.
+
+    Returns a function that removes the listener. Listeners must be quick and thread-safe.
+    """
+    with _listeners_lock:
+        _listeners.append(listener)
+
+    def remove() -> None:
+        with _listeners_lock:
+            if listener in _listeners:
+                _listeners.remove(listener)
+
+    return remove
+
+
+@event.listens_for(Session, "after_commit")
+def _tell_listeners(session: Session) -> None:
+    if not session.info.pop(_HAS_NEW_EVENTS, False):
+        return
+    with _listeners_lock:
+        listeners = list(_listeners)
+    for listener in listeners:
+        listener()
+
+
+@event.listens_for(Session, "after_rollback")
+def _forget_rolled_back_events(session: Session) -> None:
+    session.info.pop(_HAS_NEW_EVENTS, None)

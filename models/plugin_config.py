@@ -4,8 +4,12 @@ Two levels of refusal, kept apart on purpose:
 
 - a body that is not such a mapping (bad name, not standard base64, too large) is malformed
   input, refused by the request model with a message naming the key;
-- a well-formed mapping the plugin cannot run with (the chat plugin without its two Slack
-  tokens) is refused by ``check_runnable`` as an unusable configuration.
+- a well-formed mapping the plugin cannot run with (the chat plugin without its Slack tokens)
+  is refused by ``check_runnable`` as an unusable configuration.
+
+The chat plugin runs with CHAT_BOT_TOKEN plus CHAT_APP_TOKEN (Socket Mode, the default: no
+public URL needed) and/or CHAT_SIGNING_SECRET (HTTP mode, ``POST /slack/events``), and posts
+every card to CHAT_DEFAULT_CHANNEL as well when it is set.
 """
 
 import base64
@@ -28,6 +32,9 @@ REDACTED = "REDACTED"
 
 CHAT_APP_TOKEN = "CHAT_APP_TOKEN"  # noqa: S105 - variable names, not secrets
 CHAT_BOT_TOKEN = "CHAT_BOT_TOKEN"  # noqa: S105
+CHAT_SIGNING_SECRET = "CHAT_SIGNING_SECRET"  # noqa: S105
+CHAT_DEFAULT_CHANNEL = "CHAT_DEFAULT_CHANNEL"
+CHANNEL_ID = re.compile(r"[CG][A-Z0-9]{2,63}")
 
 
 def envvar_name_problem(name: str) -> str | None:
@@ -92,19 +99,35 @@ class PluginConfigIn(RequestBody):
 
 
 def _check_chat(values: Mapping[str, bytes]) -> None:
-    for name, prefix, kind in (
-        (CHAT_APP_TOKEN, "xapp-", "an app-level token"),
-        (CHAT_BOT_TOKEN, "xoxb-", "a bot token"),
-    ):
-        value = values.get(name)
-        if value is None:
-            raise errors.UnusableConfiguration(
-                f"the chat plugin needs {CHAT_APP_TOKEN} and {CHAT_BOT_TOKEN}; {name} is missing"
-            )
-        if not value.startswith(prefix.encode()) or not value.isascii() or b" " in value:
-            raise errors.UnusableConfiguration(
-                f"{name} must decode to {kind} starting with {prefix!r}"
-            )
+    if CHAT_BOT_TOKEN not in values:
+        raise errors.UnusableConfiguration(f"the chat plugin needs {CHAT_BOT_TOKEN}; it is missing")
+    _check_token(values, CHAT_BOT_TOKEN, "xoxb-", "a bot token")
+    if CHAT_APP_TOKEN not in values and CHAT_SIGNING_SECRET not in values:
+        raise errors.UnusableConfiguration(
+            f"the chat plugin needs {CHAT_APP_TOKEN} (Socket Mode) or {CHAT_SIGNING_SECRET} "
+            "(HTTP mode); both are missing"
+        )
+    if CHAT_APP_TOKEN in values:
+        _check_token(values, CHAT_APP_TOKEN, "xapp-", "an app-level token")
+    if CHAT_SIGNING_SECRET in values and not _is_token_text(values[CHAT_SIGNING_SECRET]):
+        raise errors.UnusableConfiguration(
+            f"{CHAT_SIGNING_SECRET} must be the app's signing secret"
+        )
+    channel = values.get(CHAT_DEFAULT_CHANNEL)
+    if channel is not None and not CHANNEL_ID.fullmatch(channel.decode("ascii", "replace")):
+        raise errors.UnusableConfiguration(
+            f"{CHAT_DEFAULT_CHANNEL} must be a channel id such as C0123456789, not a name"
+        )
+
+
+def _check_token(values: Mapping[str, bytes], name: str, prefix: str, kind: str) -> None:
+    value = values[name]
+    if not value.startswith(prefix.encode()) or not _is_token_text(value):
+        raise errors.UnusableConfiguration(f"{name} must decode to {kind} starting with {prefix!r}")
+
+
+def _is_token_text(value: bytes) -> bool:
+    return bool(value) and value.isascii() and not any(byte <= 0x20 for byte in value)
 
 
 # Keyed by plugin name (models.plugins.PluginName values; that module builds on this one).

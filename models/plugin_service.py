@@ -1,6 +1,7 @@
 """Plugins: their connections and their sealed top-level configuration."""
 
 import uuid
+from collections.abc import Callable, Mapping
 
 from sqlmodel import Session, col, delete, select
 
@@ -22,15 +23,25 @@ from models.sealing import SecretBox
 from models.user_service import require_admin
 from models.users import User, validate_group_names
 
+# Asks the service a plugin talks to whether it accepts a configuration (the chat bot checks
+# its tokens with Slack); raises UnusableConfiguration. Called before anything is stored.
+LiveCheck = Callable[[PluginName, Mapping[str, bytes]], None]
+
 
 def create_plugin(
-    *, session: Session, actor: User, request: PluginCreate, secret_box: SecretBox
+    *,
+    session: Session,
+    actor: User,
+    request: PluginCreate,
+    secret_box: SecretBox,
+    live_check: LiveCheck | None = None,
 ) -> PluginPublic:
     """Enable a plugin with its connections and configuration; each plugin exists once. Commit."""
     require_admin(actor)
     plugin = Plugin(organization_id=actor.organization_id, name=request.name)
     if request.config is not None:
-        plugin.envvars = _runnable_sealed_envvars(plugin, request.config, secret_box)
+        values = _runnable_values(request.name, request.config, live_check)
+        plugin.envvars = _sealed(plugin, values, secret_box)
     with write_transaction(session):
         session.add(plugin)
         flush_or_conflict(session, f"the {request.name} plugin already exists")
@@ -39,13 +50,23 @@ def create_plugin(
 
 
 def update_plugin_config(
-    *, session: Session, actor: User, name: str, request: PluginConfigIn, secret_box: SecretBox
+    *,
+    session: Session,
+    actor: User,
+    name: str,
+    request: PluginConfigIn,
+    secret_box: SecretBox,
+    live_check: LiveCheck | None = None,
 ) -> PluginPublic:
     """Replace a plugin's top-level configuration; a refused one leaves the old in force."""
     require_admin(actor)
+    _get_plugin(session, actor, name)  # 404 before asking anyone about the values
+    # Checked outside the transaction: a live check talks to another service, and no row lock
+    # should wait on the network.
+    values = _runnable_values(PluginName(name), request, live_check)
     with write_transaction(session):
         plugin = _get_plugin(session, actor, name, for_update=True)
-        plugin.envvars = _runnable_sealed_envvars(plugin, request, secret_box)
+        plugin.envvars = _sealed(plugin, values, secret_box)
         session.add(plugin)
     return plugin_view(session, plugin)
 
@@ -78,11 +99,17 @@ def plugin_envvars(
     }
 
 
-def _runnable_sealed_envvars(
-    plugin: Plugin, config: PluginConfigIn, secret_box: SecretBox
-) -> dict[str, str]:
+def _runnable_values(
+    name: PluginName, config: PluginConfigIn, live_check: LiveCheck | None
+) -> dict[str, bytes]:
     values = config.decoded()
-    check_runnable(plugin.name, values)
+    check_runnable(name, values)
+    if live_check is not None:
+        live_check(name, values)
+    return values
+
+
+def _sealed(plugin: Plugin, values: Mapping[str, bytes], secret_box: SecretBox) -> dict[str, str]:
     return {
         key: secret_box.seal(value, context=_seal_context(plugin, key))
         for key, value in values.items()

@@ -233,6 +233,32 @@ def list_reviews(
     return review_views(session, page), total
 
 
+def reviews_waiting_on(*, session: Session, reviewer: User, limit: int) -> list[uuid.UUID]:
+    """Pending reviews, oldest first, where one of ``reviewer``'s groups has not decided yet.
+
+    The reviewer's own sessions are left out: they cannot approve those.
+    """
+    if not reviewer.groups:
+        return []
+    undecided_group_of_reviewer = exists().where(
+        col(ReviewGroup.review_id) == col(Review.id),
+        col(ReviewGroup.group).in_(reviewer.groups),
+        col(ReviewGroup.status) == ReviewStatus.PENDING,
+    )
+    statement = (
+        select(Review.id)
+        .where(
+            col(Review.organization_id) == reviewer.organization_id,
+            col(Review.status) == ReviewStatus.PENDING,
+            col(Review.owner_id) != reviewer.id,
+            undecided_group_of_reviewer,
+        )
+        .order_by(col(Review.created_at), col(Review.id))
+        .limit(limit)
+    )
+    return list(session.exec(statement))
+
+
 def review_views(session: Session, reviews: Sequence[Review]) -> list[ReviewPublic]:
     """Render reviews with their entries and reviewers, in two queries whatever their number."""
     if not reviews:
@@ -296,4 +322,11 @@ def _review_view(review: Review, entries: list[ReviewGroupPublic]) -> ReviewPubl
     )
 
 
-__all__ = ["Decision", "get_review", "list_reviews", "review_views", "update_review"]
+__all__ = [
+    "Decision",
+    "get_review",
+    "list_reviews",
+    "review_views",
+    "reviews_waiting_on",
+    "update_review",
+]

@@ -54,6 +54,22 @@ class Settings(BaseSettings):
     license_plan: str = Field(default="community", min_length=1, max_length=64)
     license_validity_days: int = Field(default=30, gt=0, le=3660)
 
+    slack_api_url: str = Field(
+        default="https://slack.com/api/",
+        description="Base URL of the Slack Web API for every Slack call (any Slack-compatible "
+        "server).",
+    )
+    slack_match_email: bool = Field(
+        default=False,
+        description="Link a Slack user to the gateway user with the same verified e-mail "
+        "address on first use, without the /accessgate link flow.",
+    )
+    slack_channel_messages_per_second: float = Field(
+        default=1.0,
+        gt=0,
+        description="How fast new cards are posted to one channel (Slack allows about 1/s).",
+    )
+
     def license_key_path(self) -> Path:
         """Where the license signing key is (configured, or generated in the data directory)."""
         return self.license_signing_key_file or self.data_dir / LICENSE_SIGNING_KEY_FILE

@@ -2,6 +2,8 @@
 
 from sqlmodel import SQLModel
 
+from models.chat_delivery import ChatMessage
+from models.chat_links import ChatLinkCode
 from models.connections import Connection
 from models.outbox import OutboxEvent
 from models.plugins import Plugin, PluginConnection
@@ -16,6 +18,8 @@ metadata = SQLModel.metadata
 
 __all__ = [
     "AccessRequestRule",
+    "ChatLinkCode",
+    "ChatMessage",
     "Connection",
     "GatewaySession",
     "Organization",

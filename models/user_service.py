@@ -56,6 +56,11 @@ def authenticated_user(*, session: Session, sub: str) -> User:
     user = session.exec(select(User).where(User.sub == sub)).first()
     if user is None:
         raise errors.Unauthenticated("the token names a user this service does not know")
+    return require_active(user)
+
+
+def require_active(user: User) -> User:
+    """Return ``user`` unless an administrator set them inactive."""
     if user.status is UserStatus.INACTIVE:
         raise errors.InactiveUser("your account is inactive; ask an administrator")
     return user

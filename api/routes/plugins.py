@@ -1,26 +1,59 @@
+from collections.abc import Mapping
+
 from fastapi import APIRouter
 
 from api.deps import CurrentUser, SecretBoxDep, SessionDep
 from api.errors import more_error_responses
+from api.routes.chat import ChatDep
 from models import plugin_service
+from models.chat_runtime import ChatRuntime
 from models.plugin_config import PluginConfigIn
-from models.plugins import PluginCreate, PluginPublic, PluginUpdate
+from models.plugin_service import LiveCheck
+from models.plugins import PluginCreate, PluginName, PluginPublic, PluginUpdate
 
 router = APIRouter(prefix="/plugins", tags=["plugins"])
 
 UNUSABLE_CONFIGURATION = more_error_responses(
-    {422: "The plugin cannot run with this configuration"}
+    {422: "The plugin cannot run with this configuration (for chat: Slack refused the tokens)"}
 )
+
+
+def live_check(chat: ChatRuntime | None) -> LiveCheck | None:
+    """The check of a chat configuration against Slack, when this process runs the bot."""
+    if chat is None:
+        return None
+
+    def check(name: PluginName, values: Mapping[str, bytes]) -> None:
+        if name is PluginName.CHAT:
+            chat.check_configuration(values)
+
+    return check
+
+
+def tell_chat(chat: ChatRuntime | None, name: str) -> None:
+    """Let the bot apply a stored change of the chat plugin at once."""
+    if chat is not None and name == PluginName.CHAT:
+        chat.configuration_changed()
 
 
 @router.post("", status_code=201, responses=UNUSABLE_CONFIGURATION)
 def create_plugin(
-    request: PluginCreate, session: SessionDep, user: CurrentUser, secret_box: SecretBoxDep
+    request: PluginCreate,
+    session: SessionDep,
+    user: CurrentUser,
+    secret_box: SecretBoxDep,
+    chat: ChatDep,
 ) -> PluginPublic:
     """Enable a plugin with its connections and, optionally, its configuration (admins)."""
-    return plugin_service.create_plugin(
-        session=session, actor=user, request=request, secret_box=secret_box
+    plugin = plugin_service.create_plugin(
+        session=session,
+        actor=user,
+        request=request,
+        secret_box=secret_box,
+        live_check=live_check(chat),
     )
+    tell_chat(chat, plugin.name)
+    return plugin
 
 
 @router.get("")
@@ -39,7 +72,7 @@ def get_plugin(name: str, session: SessionDep, user: CurrentUser) -> PluginPubli
 def update_plugin(
     name: str, request: PluginUpdate, session: SessionDep, user: CurrentUser
 ) -> PluginPublic:
-    """Replace the connections of a plugin (admins)."""
+    """Replace the connections of a plugin (admins); for chat, each connection's channel ids."""
     return plugin_service.update_plugin(
         session=session, actor=user, name=name, connections=request.connections
     )
@@ -52,18 +85,29 @@ def update_plugin_config(
     session: SessionDep,
     user: CurrentUser,
     secret_box: SecretBoxDep,
+    chat: ChatDep,
 ) -> PluginPublic:
     """Replace a plugin's top-level configuration (admins; spec 4.2).
 
     Values are standard base64, stored encrypted and shown as REDACTED. A refused
-    configuration leaves the previous one in force.
+    configuration leaves the previous one in force. For chat, Slack is asked first: tokens it
+    refuses get 422; if it cannot be reached, the configuration is stored and the bot retries.
+    The bot switches to a stored configuration without a restart.
     """
-    return plugin_service.update_plugin_config(
-        session=session, actor=user, name=name, request=request, secret_box=secret_box
+    plugin = plugin_service.update_plugin_config(
+        session=session,
+        actor=user,
+        name=name,
+        request=request,
+        secret_box=secret_box,
+        live_check=live_check(chat),
     )
+    tell_chat(chat, name)
+    return plugin
 
 
 @router.delete("/{name}", status_code=204)
-def delete_plugin(name: str, session: SessionDep, user: CurrentUser) -> None:
-    """Disable a plugin, dropping its connections and configuration (admins)."""
+def delete_plugin(name: str, session: SessionDep, user: CurrentUser, chat: ChatDep) -> None:
+    """Disable a plugin, dropping its connections and configuration (admins); chat stops."""
     plugin_service.delete_plugin(session=session, actor=user, name=name)
+    tell_chat(chat, name)

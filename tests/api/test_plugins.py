@@ -194,9 +194,24 @@ def test_a_malformed_body_is_400(client, admin, chat_plugin, body):
 @pytest.mark.parametrize(
     ("envvars", "fragment"),
     [
-        ({}, "CHAT_APP_TOKEN is missing"),
-        ({"CHAT_BOT_TOKEN": b64(BOT_TOKEN)}, "CHAT_APP_TOKEN is missing"),
-        ({"CHAT_APP_TOKEN": b64(APP_TOKEN)}, "CHAT_BOT_TOKEN is missing"),
+        ({}, "needs CHAT_BOT_TOKEN; it is missing"),
+        (
+            {"CHAT_BOT_TOKEN": b64(BOT_TOKEN)},
+            "needs CHAT_APP_TOKEN (Socket Mode) or CHAT_SIGNING_SECRET (HTTP mode)",
+        ),
+        ({"CHAT_APP_TOKEN": b64(APP_TOKEN)}, "needs CHAT_BOT_TOKEN; it is missing"),
+        (
+            {"CHAT_BOT_TOKEN": b64(BOT_TOKEN), "CHAT_SIGNING_SECRET": b64("has a space")},
+            "CHAT_SIGNING_SECRET must be the app's signing secret",
+        ),
+        (
+            {
+                "CHAT_BOT_TOKEN": b64(BOT_TOKEN),
+                "CHAT_APP_TOKEN": b64(APP_TOKEN),
+                "CHAT_DEFAULT_CHANNEL": b64("#general"),
+            },
+            "CHAT_DEFAULT_CHANNEL must be a channel id such as C0123456789, not a name",
+        ),
         (
             {"CHAT_APP_TOKEN": b64(BOT_TOKEN), "CHAT_BOT_TOKEN": b64(BOT_TOKEN)},
             "CHAT_APP_TOKEN must decode to an app-level token starting with 'xapp-'",

@@ -1,0 +1,82 @@
+"""The chat bot's doors into the API: its status, account linking, and Slack's HTTP mode."""
+
+from datetime import datetime
+from typing import Annotated
+
+import pydantic
+from fastapi import APIRouter, Depends, Request, Response
+from pydantic import BaseModel
+
+from api.deps import CurrentUser, SessionDep
+from models import errors
+from models.chat_links import finish_chat_link
+from models.chat_runtime import ChatRuntime, ChatState, SignedChatRequest
+from models.clock import utc_now
+from models.requests import RequestBody
+from models.user_service import require_admin
+from models.users import UserPublic
+
+router = APIRouter(tags=["chat"])
+slack_router = APIRouter(tags=["chat"])
+
+
+def get_chat(request: Request) -> ChatRuntime | None:
+    """The chat bot this process runs, if it runs one."""
+    chat: ChatRuntime | None = getattr(request.app.state, "chat", None)
+    return chat
+
+
+ChatDep = Annotated[ChatRuntime | None, Depends(get_chat)]
+
+
+class ChatStatusPublic(BaseModel):
+    state: ChatState = pydantic.Field(
+        description="stopped: not configured; connecting; connected; retrying: Slack cannot be "
+        "reached, trying again with backoff; failed: Slack refused the configuration."
+    )
+    mode: str | None = pydantic.Field(description="socket or http")
+    team: str | None
+    team_id: str | None
+    bot_user_id: str | None
+    last_error: str | None
+    since: datetime
+
+
+@router.get("/plugins/chat/status")
+def chat_status(user: CurrentUser, chat: ChatDep) -> ChatStatusPublic:
+    """How the Slack bot is doing: connected, to which team, and its last error (admins)."""
+    require_admin(user)
+    if chat is None:
+        raise errors.NotConfigured("this process does not run the chat bot")
+    status = chat.status()
+    return ChatStatusPublic(
+        state=status.state,
+        mode=status.mode,
+        team=status.team,
+        team_id=status.team_id,
+        bot_user_id=status.bot_user_id,
+        last_error=status.last_error,
+        since=status.since,
+    )
+
+
+class ChatLinkIn(RequestBody):
+    code: str = pydantic.Field(min_length=1, max_length=64, description="From /accessgate link.")
+
+
+@router.post("/users/me/chat-link")
+def link_chat_account(request: ChatLinkIn, session: SessionDep, user: CurrentUser) -> UserPublic:
+    """Link the Slack account that typed `/accessgate link` to the signed-in user."""
+    linked = finish_chat_link(session=session, actor=user, code=request.code, now=utc_now())
+    return UserPublic.model_validate(linked)
+
+
+@slack_router.post("/slack/events", include_in_schema=False)
+async def slack_events(request: Request, chat: ChatDep) -> Response:
+    """Slack's HTTP mode: events, interactions and commands, signed with the signing secret."""
+    if chat is None:
+        raise errors.NotConfigured("this process does not run the chat bot")
+    answer = await chat.handle_http(
+        SignedChatRequest(body=await request.body(), headers=dict(request.headers))
+    )
+    return Response(content=answer.body, status_code=answer.status, headers=dict(answer.headers))

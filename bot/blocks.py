@@ -1,0 +1,581 @@
+"""Block Kit for review cards, modals, DMs and the App Home: facts in, Slack dicts out.
+
+Everything here is pure so the Slack handlers stay thin and every message can be tested without
+Slack. The slack_sdk model classes are used for their ``to_dict()`` validation, which refuses
+text longer than Slack accepts; the budgets below keep user content (scripts, names, reasons)
+inside those limits instead of letting a long script break a card.
+"""
+
+import json
+import re
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from slack_sdk.models.blocks import (
+    ActionsBlock,
+    Block,
+    ButtonElement,
+    ConfirmObject,
+    ContextBlock,
+    HeaderBlock,
+    InputBlock,
+    MarkdownTextObject,
+    PlainTextInputElement,
+    PlainTextObject,
+    SectionBlock,
+    TimePickerElement,
+)
+from slack_sdk.models.views import View
+
+from bot.actions import (
+    REASON_BLOCK,
+    REASON_INPUT,
+    REVIEW_ACTIONS_BLOCK,
+    WINDOW_END_BLOCK,
+    WINDOW_END_INPUT,
+    WINDOW_START_BLOCK,
+    WINDOW_START_INPUT,
+    ActionId,
+    ViewId,
+)
+from models.review_cards import GroupLine, ReviewCardFacts
+from models.review_machine import ReviewStatus
+from models.reviews import MAX_REJECTION_REASON, ReviewType
+
+SECTION_TEXT_LIMIT = 3000
+FIELD_TEXT_LIMIT = 2000
+PENDING_LIST_LIMIT = 15
+# Names and labels are clipped well below any Slack limit so one odd value cannot crowd out the
+# rest of a card.
+LABEL_LIMIT = 100
+DM_SCRIPT_PREVIEW_LIMIT = 500
+
+STATUS_EMOJI: Mapping[ReviewStatus, str] = {
+    ReviewStatus.PENDING: ":hourglass_flowing_sand:",
+    ReviewStatus.APPROVED: ":white_check_mark:",
+    ReviewStatus.REJECTED: ":x:",
+    ReviewStatus.REVOKED: ":no_entry:",
+    ReviewStatus.PROCESSING: ":gear:",
+    ReviewStatus.EXECUTED: ":checkered_flag:",
+    ReviewStatus.UNKNOWN: ":grey_question:",
+}
+STATUS_WORD: Mapping[ReviewStatus, str] = {
+    ReviewStatus.PENDING: "pending",
+    ReviewStatus.APPROVED: "approved",
+    ReviewStatus.REJECTED: "rejected",
+    ReviewStatus.REVOKED: "revoked",
+    ReviewStatus.PROCESSING: "running",
+    ReviewStatus.EXECUTED: "executed",
+    ReviewStatus.UNKNOWN: "unknown",
+}
+
+_MRKDWN_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+# Inside a ``` block Slack closes the block at the next ```, so a zero-width space goes between
+# two backticks in a script; it is invisible and the full script is always in the API.
+_ZERO_WIDTH_SPACE = "\u200b"
+# Only a plain Slack id becomes a mention: anything else pasted into <@...> could smuggle markup.
+_SLACK_ID = re.compile(r"[A-Za-z0-9]+")
+_NANOSECONDS_PER_SECOND = 1_000_000_000
+_DURATION_UNITS = (("day", 86_400), ("hour", 3_600), ("minute", 60), ("second", 1))
+
+
+# --- small text helpers ---------------------------------------------------------------------
+
+
+def escape_mrkdwn(text: str) -> str:
+    """Escape the three characters Slack mrkdwn treats as control characters."""
+    return "".join(_MRKDWN_ESCAPES.get(char, char) for char in text)
+
+
+def human_duration(ns: int) -> str:
+    """A nanosecond duration in words, e.g. ``1 day 2 hours``."""
+    # Durations are never negative in the database; a card must still render if one were.
+    remaining = max(ns, 0) // _NANOSECONDS_PER_SECOND
+    parts: list[str] = []
+    for unit, seconds in _DURATION_UNITS:
+        count, remaining = divmod(remaining, seconds)
+        if count:
+            parts.append(_plural(count, unit))
+    return " ".join(parts) or "0 seconds"
+
+
+def _plural(count: int, unit: str) -> str:
+    return f"{count:,} {unit}" if count == 1 else f"{count:,} {unit}s"
+
+
+def _fit_escaped(text: str, budget: int, *, in_code_block: bool = False) -> tuple[str, int]:
+    """Escape ``text`` into at most ``budget`` characters; return it and how many were cut."""
+    # Escaping grows text, so the cut is made on the escaped form, never inside an entity.
+    pieces: list[str] = []
+    used = 0
+    for index, char in enumerate(text):
+        piece = _MRKDWN_ESCAPES.get(char, char)
+        if in_code_block and char == "`" and text[index + 1 : index + 2] == "`":
+            piece += _ZERO_WIDTH_SPACE
+        if used + len(piece) > budget:
+            return "".join(pieces), len(text) - index
+        pieces.append(piece)
+        used += len(piece)
+    return "".join(pieces), 0
+
+
+def _label(text: str, limit: int = LABEL_LIMIT) -> str:
+    """User-supplied text escaped for mrkdwn and clipped to ``limit`` characters."""
+    rendered, cut = _fit_escaped(text, limit)
+    if not cut:
+        return rendered
+    rendered, _ = _fit_escaped(text, limit - 1)
+    return rendered + "…"
+
+
+def _person(name: str | None, chat_id: str | None) -> str:
+    if chat_id and _SLACK_ID.fullmatch(chat_id):
+        return f"<@{chat_id}>"
+    return _label(name) if name else "someone"
+
+
+def _slack_date(moment: datetime) -> str:
+    """A date every reader sees in their own time zone, with a UTC fallback."""
+    aware = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    fallback = aware.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return f"<!date^{int(aware.timestamp())}^{{date_short_pretty}} at {{time}}|{fallback}>"
+
+
+def _review_type(facts: ReviewCardFacts) -> str:
+    if facts.type is ReviewType.JIT:
+        return f"just-in-time for {human_duration(facts.access_duration_ns)}"
+    return "one-time"
+
+
+def _time_window(window: tuple[str, str]) -> str:
+    start, end = window
+    return f"runs only between {_label(start)} and {_label(end)} UTC"
+
+
+def _script_text(script: str, *, heading: str, limit: int) -> str:
+    """The script in a code block, cut to fit ``limit`` characters with a note of what is left."""
+    if not script:
+        return f"{heading}\n_The script is empty._"
+    opening, closing = f"{heading}\n```\n", "\n```"
+    budget = limit - len(opening) - len(closing)
+    body, cut = _fit_escaped(script, budget, in_code_block=True)
+    if cut:
+        # Reserve room for the note, sized for the largest count it could show.
+        budget -= len(_cut_note(len(script)))
+        body, cut = _fit_escaped(script, budget, in_code_block=True)
+    return f"{opening}{body}{closing}" + (_cut_note(cut) if cut else "")
+
+
+def _cut_note(cut: int) -> str:
+    return f"\n_… {cut:,} more characters — full script in the API_"
+
+
+def _api_context(facts: ReviewCardFacts) -> dict[str, Any]:
+    link = f"<{escape_mrkdwn(facts.api_url)}|Open in the API>"
+    return ContextBlock(
+        elements=[MarkdownTextObject(text=f"{link} · review `{facts.review_id}`")]
+    ).to_dict()
+
+
+def _section(text: str) -> dict[str, Any]:
+    return SectionBlock(text=MarkdownTextObject(text=text)).to_dict()
+
+
+# --- the review card ------------------------------------------------------------------------
+
+
+def review_card(facts: ReviewCardFacts) -> list[dict[str, Any]]:
+    """The card posted to reviewer channels, rewritten from the current facts on every change."""
+    emoji, word = STATUS_EMOJI[facts.status], STATUS_WORD[facts.status]
+    title = PlainTextObject(text=f"{emoji} Access review: {word}", emoji=True)
+    blocks: list[dict[str, Any]] = [
+        HeaderBlock(text=title).to_dict(),
+        SectionBlock(fields=_card_fields(facts)).to_dict(),
+        _section(_script_text(facts.script, heading="*Script*", limit=SECTION_TEXT_LIMIT)),
+        _section(_groups_text(facts)),
+    ]
+    outcome = _outcome_text(facts)
+    if outcome:
+        blocks.append(_section(outcome))
+    buttons = _card_buttons(facts)
+    if buttons:
+        blocks.append(ActionsBlock(block_id=REVIEW_ACTIONS_BLOCK, elements=buttons).to_dict())
+    blocks.append(_api_context(facts))
+    return blocks
+
+
+def review_card_text(facts: ReviewCardFacts) -> str:
+    """The plain notification text of a card, e.g. ``Access review PENDING: Ada on pg-prod``."""
+    return (
+        f"Access review {facts.status.value}: {_label(facts.requester_name)} "
+        f"on {_label(facts.connection_name)}"
+    )
+
+
+def _card_fields(facts: ReviewCardFacts) -> list[MarkdownTextObject]:
+    requester = f"{_label(facts.requester_name)} ({_label(facts.requester_email)})"
+    if facts.requester_chat_id and _SLACK_ID.fullmatch(facts.requester_chat_id):
+        requester += f" <@{facts.requester_chat_id}>"
+    fields = [
+        f"*Requester*\n{requester}",
+        f"*Connection*\n{_label(facts.connection_name)}",
+        f"*Type*\n{_review_type(facts)}",
+        f"*Requested*\n{_slack_date(facts.created_at)}",
+    ]
+    if facts.time_window is not None:
+        fields.append(f"*Time window*\n{_time_window(facts.time_window)}")
+    if facts.status is ReviewStatus.APPROVED and facts.revoke_at is not None:
+        fields.append(f"*Access until*\n{_slack_date(facts.revoke_at)}")
+    return [MarkdownTextObject(text=field) for field in fields]
+
+
+def _groups_text(facts: ReviewCardFacts) -> str:
+    """Every group's line in one section, so many groups cannot exceed the 50-block limit."""
+    heading = "*Reviewer groups*"
+    if facts.min_approvals:
+        heading += f" · at least {_plural(facts.min_approvals, 'group')} must approve"
+    lines = [_group_line(group) for group in facts.groups] or ["_No reviewer groups._"]
+    full = "\n".join([heading, *lines])
+    if len(full) <= SECTION_TEXT_LIMIT:
+        return full
+    budget = SECTION_TEXT_LIMIT - len(_more_groups_note(len(lines)))
+    shown = [heading]
+    used = len(heading)
+    for line in lines:
+        if used + 1 + len(line) > budget:
+            break
+        shown.append(line)
+        used += 1 + len(line)
+    return "\n".join(shown) + _more_groups_note(len(lines) - (len(shown) - 1))
+
+
+def _more_groups_note(hidden: int) -> str:
+    return f"\n… and {_plural(hidden, 'more group')}"
+
+
+def _group_line(group: GroupLine) -> str:
+    line = f"• *{_label(group.group)}* — {STATUS_EMOJI[group.status]} {STATUS_WORD[group.status]}"
+    if group.reviewed_by_name or group.reviewed_by_chat_id:
+        line += f" by {_person(group.reviewed_by_name, group.reviewed_by_chat_id)}"
+    if group.reviewed_at is not None:
+        line += f" {_slack_date(group.reviewed_at)}"
+    if group.forced:
+        line += " (forced)"
+    return line
+
+
+def _outcome_text(facts: ReviewCardFacts) -> str | None:
+    """Who ended a rejected or revoked review, when, and why."""
+    if facts.status not in (ReviewStatus.REJECTED, ReviewStatus.REVOKED):
+        return None
+    text = f"{STATUS_EMOJI[facts.status]} *{STATUS_WORD[facts.status].capitalize()}*"
+    if facts.ended_by_name:
+        text += f" by {_label(facts.ended_by_name)}"
+    if facts.ended_at is not None:
+        text += f" {_slack_date(facts.ended_at)}"
+    if facts.status is ReviewStatus.REJECTED:
+        text += "\n" + _reason_text(facts.rejection_reason, SECTION_TEXT_LIMIT - len(text) - 1)
+    return text
+
+
+def _reason_text(reason: str | None, limit: int) -> str:
+    if not reason:
+        return "*Reason:* _no reason given_"
+    heading = "*Reason:* "
+    return heading + _label(reason, limit - len(heading))
+
+
+def _card_buttons(facts: ReviewCardFacts) -> list[ButtonElement]:
+    value = str(facts.review_id)
+    if facts.status is ReviewStatus.PENDING:
+        buttons = [
+            *_decision_buttons(value),
+            ButtonElement(
+                text="Approve with time window",
+                action_id=ActionId.APPROVE_WINDOW.value,
+                value=value,
+            ),
+        ]
+        if facts.force_approval_groups:
+            buttons.append(_force_approve_button(value))
+        return buttons
+    if facts.status is ReviewStatus.APPROVED:
+        return [_revoke_button(value)]
+    return []
+
+
+def _decision_buttons(value: str) -> list[ButtonElement]:
+    # One pair per review, not per group: a decision applies to every group the clicker is in.
+    return [
+        ButtonElement(
+            text="Approve", action_id=ActionId.APPROVE.value, value=value, style="primary"
+        ),
+        ButtonElement(text="Reject", action_id=ActionId.REJECT.value, value=value, style="danger"),
+    ]
+
+
+def _force_approve_button(value: str) -> ButtonElement:
+    return ButtonElement(
+        text="Force approve",
+        action_id=ActionId.FORCE_APPROVE.value,
+        value=value,
+        confirm=ConfirmObject(
+            title="Force approve?",
+            text=(
+                "This approves the review for every reviewer group at once, whatever the other "
+                "groups decide. Only members of a force-approval group can do this."
+            ),
+            confirm="Force approve",
+            deny="Cancel",
+            style="danger",
+        ),
+    )
+
+
+def _revoke_button(value: str) -> ButtonElement:
+    return ButtonElement(
+        text="Revoke",
+        action_id=ActionId.REVOKE.value,
+        value=value,
+        style="danger",
+        confirm=ConfirmObject(
+            title="Revoke access?",
+            text="The session can no longer run once its access is revoked. This cannot be undone.",
+            confirm="Revoke",
+            deny="Keep access",
+            style="danger",
+        ),
+    )
+
+
+# --- modals ---------------------------------------------------------------------------------
+
+
+def reject_modal(*, review_id: uuid.UUID, channel_id: str | None) -> dict[str, Any]:
+    """The modal asking a reviewer why they reject a review."""
+    # Optional, as in the API: a reviewer may reject without explaining.
+    reason = InputBlock(
+        block_id=REASON_BLOCK,
+        label="Why are you rejecting this access?",
+        hint="The requester sees this reason.",
+        optional=True,
+        element=PlainTextInputElement(
+            action_id=REASON_INPUT, multiline=True, max_length=MAX_REJECTION_REASON
+        ),
+    )
+    return View(
+        type="modal",
+        callback_id=ViewId.REJECT.value,
+        title="Reject access",
+        submit="Reject",
+        close="Cancel",
+        private_metadata=_modal_metadata(review_id, channel_id),
+        blocks=[reason],
+    ).to_dict()
+
+
+def time_window_modal(*, review_id: uuid.UUID, channel_id: str | None) -> dict[str, Any]:
+    """The modal approving a review that may only run between two UTC clock times."""
+    blocks: list[Block] = [
+        InputBlock(
+            block_id=WINDOW_START_BLOCK,
+            label="Runs from",
+            element=TimePickerElement(
+                action_id=WINDOW_START_INPUT, initial_time="09:00", timezone="UTC"
+            ),
+        ),
+        InputBlock(
+            block_id=WINDOW_END_BLOCK,
+            label="Until",
+            hint="Times are UTC. The window may cross midnight, e.g. from 22:00 until 06:00.",
+            element=TimePickerElement(
+                action_id=WINDOW_END_INPUT, initial_time="17:00", timezone="UTC"
+            ),
+        ),
+    ]
+    return View(
+        type="modal",
+        callback_id=ViewId.TIME_WINDOW.value,
+        title="Approve in a window",
+        submit="Approve",
+        close="Cancel",
+        private_metadata=_modal_metadata(review_id, channel_id),
+        blocks=blocks,
+    ).to_dict()
+
+
+def _modal_metadata(review_id: uuid.UUID, channel_id: str | None) -> str:
+    return json.dumps({"review_id": str(review_id), "channel_id": channel_id})
+
+
+def modal_context(view: Mapping[str, Any]) -> tuple[uuid.UUID, str | None]:
+    """The review id and channel a submitted modal was opened for; ValueError if malformed."""
+    raw = view.get("private_metadata")
+    if not isinstance(raw, str):
+        raise ValueError("the modal carries no private_metadata")
+    try:
+        metadata = json.loads(raw)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"the modal's private_metadata is not JSON: {error}") from error
+    if not isinstance(metadata, dict):
+        raise ValueError("the modal's private_metadata is not a JSON object")
+    review_id, channel_id = metadata.get("review_id"), metadata.get("channel_id")
+    if not isinstance(review_id, str):
+        raise ValueError("the modal's private_metadata has no review_id")
+    if channel_id is not None and not isinstance(channel_id, str):
+        raise ValueError("the modal's private_metadata has a channel_id that is not a string")
+    try:
+        return uuid.UUID(review_id), channel_id
+    except ValueError as error:
+        raise ValueError(f"the modal's review_id {review_id!r} is not a UUID") from error
+
+
+def rejection_reason_from(view: Mapping[str, Any]) -> str:
+    """The reason typed into a submitted reject modal, "" when left empty."""
+    # Slack sends None for an optional input left empty.
+    reason = _submitted(view, REASON_BLOCK, REASON_INPUT).get("value")
+    if reason is None:
+        return ""
+    if not isinstance(reason, str):
+        raise ValueError("the rejection reason is not text")
+    return reason.strip()
+
+
+def time_window_from(view: Mapping[str, Any]) -> tuple[str, str]:
+    """The (start, end) ``HH:MM`` times of a submitted time-window modal; ValueError if missing."""
+    start = _submitted(view, WINDOW_START_BLOCK, WINDOW_START_INPUT).get("selected_time")
+    end = _submitted(view, WINDOW_END_BLOCK, WINDOW_END_INPUT).get("selected_time")
+    if not isinstance(start, str) or not start:
+        raise ValueError("the start time of the window is missing")
+    if not isinstance(end, str) or not end:
+        raise ValueError("the end time of the window is missing")
+    return start, end
+
+
+def _submitted(view: Mapping[str, Any], block_id: str, action_id: str) -> Mapping[str, Any]:
+    """One input's submitted state, ``view["state"]["values"][block_id][action_id]``."""
+    node: Any = view
+    for key in ("state", "values", block_id, action_id):
+        if not isinstance(node, Mapping) or key not in node:
+            raise ValueError(f"the submitted modal has no {block_id}.{action_id} input")
+        node = node[key]
+    if not isinstance(node, Mapping):
+        raise ValueError(f"the submitted modal has no {block_id}.{action_id} input")
+    return node
+
+
+# --- messages to the requester --------------------------------------------------------------
+
+
+def decision_dm(facts: ReviewCardFacts) -> tuple[str, list[dict[str, Any]]]:
+    """The DM telling a requester their review was approved, rejected or revoked."""
+    connection = _label(facts.connection_name)
+    emoji = STATUS_EMOJI[facts.status]
+    by = f" by {_label(facts.ended_by_name)}" if facts.ended_by_name else ""
+    if facts.status is ReviewStatus.APPROVED:
+        headline = f"Your access review for {connection} was approved."
+        message = f"{emoji} {headline}" + "".join(f"\n{line}" for line in _approval_terms(facts))
+    elif facts.status is ReviewStatus.REJECTED:
+        headline = f"Your access review for {connection} was rejected{by}."
+        message = f"{emoji} {headline}\n"
+        message += _reason_text(facts.rejection_reason, SECTION_TEXT_LIMIT - len(message))
+    elif facts.status is ReviewStatus.REVOKED:
+        headline = f"Your access for {connection} was revoked{by}."
+        message = f"{emoji} {headline} The session can no longer run."
+    else:
+        raise ValueError(f"a {facts.status.value} review has no decision to tell its requester")
+    script = _script_text(facts.script, heading="*Script*", limit=DM_SCRIPT_PREVIEW_LIMIT)
+    return headline, [_section(message), _section(script), _api_context(facts)]
+
+
+def _approval_terms(facts: ReviewCardFacts) -> list[str]:
+    terms: list[str] = []
+    if facts.time_window is not None:
+        terms.append(f"It {_time_window(facts.time_window)}.")
+    if facts.type is ReviewType.JIT:
+        if facts.revoke_at is not None:
+            terms.append(f"Your access lasts until {_slack_date(facts.revoke_at)}.")
+        else:
+            terms.append(f"Your access lasts {human_duration(facts.access_duration_ns)}.")
+    return terms
+
+
+# --- the pending list and the App Home ------------------------------------------------------
+
+
+def pending_blocks(facts_list: Sequence[ReviewCardFacts]) -> list[dict[str, Any]]:
+    """The reviews waiting on a reviewer, a compact line and Approve/Reject buttons each."""
+    if not facts_list:
+        return [_section("Nothing is waiting on you. :tada:")]
+    blocks = [_section(f"*{_plural(len(facts_list), 'review')} waiting on you*")]
+    # Two blocks per review keeps 15 of them well under Slack's 50-block message limit.
+    for facts in facts_list[:PENDING_LIST_LIMIT]:
+        blocks.append(_section(_pending_line(facts)))
+        blocks.append(
+            ActionsBlock(
+                block_id=f"pending_review:{facts.review_id}",
+                elements=_decision_buttons(str(facts.review_id)),
+            ).to_dict()
+        )
+    hidden = len(facts_list) - PENDING_LIST_LIMIT
+    if hidden > 0:
+        reviews_url = _reviews_list_url(facts_list[0])
+        blocks.append(_section(f"…and {hidden:,} more — see <{reviews_url}|the API>"))
+    return blocks
+
+
+def _pending_line(facts: ReviewCardFacts) -> str:
+    return (
+        f"*{_label(facts.requester_name)}* on *{_label(facts.connection_name)}* · "
+        f"{_review_type(facts)} · requested {_slack_date(facts.created_at)} · "
+        f"<{escape_mrkdwn(facts.api_url)}|details>"
+    )
+
+
+def _reviews_list_url(facts: ReviewCardFacts) -> str:
+    # api_url is ".../reviews/<id>"; the list of reviews is its parent.
+    return escape_mrkdwn(facts.api_url.removesuffix(f"/{facts.review_id}"))
+
+
+def home_view(facts_list: Sequence[ReviewCardFacts], *, linked: bool) -> dict[str, Any]:
+    """The App Home: the reviews waiting on the user, or how to link their account."""
+    header = HeaderBlock(text="Access reviews").to_dict()
+    if linked:
+        body = pending_blocks(facts_list)
+    else:
+        body = [
+            _section(
+                "Your Slack account is not linked to accessgate yet. Type `/accessgate link` in "
+                "any channel and follow the instructions; reviews waiting on you then show here."
+            )
+        ]
+    return View(type="home", blocks=[header, *body]).to_dict()
+
+
+def help_text() -> str:
+    """The answer to ``/accessgate`` and ``/accessgate help``."""
+    return (
+        "*accessgate* reviews access to gateway connections.\n"
+        "`/accessgate link` — link your Slack account to your accessgate user\n"
+        "`/accessgate pending` — list the reviews waiting on you\n"
+        "`/accessgate help` — show this help"
+    )
+
+
+def link_instructions(code: str, api_url: str, expires_minutes: int) -> str:
+    """How to link a Slack account with a one-time code, via the API or the CLI."""
+    endpoint = escape_mrkdwn(f"{api_url.rstrip('/')}/users/me/chat-link")
+    body = escape_mrkdwn(json.dumps({"code": code}, separators=(",", ":")))
+    # The API only reads a JSON body when the request says it is JSON.
+    command = (
+        f'curl -X POST {endpoint} -H "Authorization: Bearer $TOKEN" '
+        f"-H \"Content-Type: application/json\" -d '{body}'"
+    )
+    return (
+        f"To link your Slack account to accessgate, run this within "
+        f"{_plural(expires_minutes, 'minute')}:\n"
+        f"```\n{command}\n```\n"
+        f"or `accessgate chat link {escape_mrkdwn(code)}`. The code works once."
+    )

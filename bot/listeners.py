@@ -1,0 +1,339 @@
+"""Slack listeners: parse what Slack sent, call the review service, let Slack show the result.
+
+Every listener acknowledges first (Slack gives three seconds) and then works. Decisions go
+through ``models.review_service.update_review``, the same function as ``PUT /api/reviews/{id}``;
+the cards change through the outbox like any other decision. Refusals are raised and worded by
+the one error handler (``handle_error``); listeners never word them.
+"""
+
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pydantic
+from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext, AsyncRespond
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+from sqlmodel import Session
+
+from bot import blocks
+from bot.actions import WINDOW_END_BLOCK, WINDOW_START_BLOCK, ActionId, ViewId
+from bot.database import Database
+from bot.refusals import refusal_text
+from models import errors
+from models.chat_links import (
+    LINK_CODE_LIFETIME,
+    link_by_verified_email,
+    linked_user,
+    start_chat_link,
+    user_by_chat_id,
+)
+from models.clock import utc_now
+from models.review_cards import ReviewCardFacts, review_card_facts
+from models.review_machine import Decision
+from models.review_service import reviews_waiting_on, update_review
+from models.reviews import Door, ReviewDecisionRequest, TimeWindow
+from models.users import User
+
+logger = logging.getLogger("accessgate.bot")
+
+PENDING_SHOWN = 15
+
+
+@dataclass(frozen=True)
+class BotContext:
+    """What listeners need besides Slack's request; put in Bolt's context by a middleware."""
+
+    database: Database
+    api_base_url: str
+    match_email: bool
+
+
+def register_listeners(app: AsyncApp, bot_context: BotContext) -> None:
+    """Attach every listener, the context middleware and the error handler to ``app``."""
+
+    async def add_bot_context(
+        context: AsyncBoltContext, next: Callable[[], Awaitable[None]]
+    ) -> None:
+        context["bot"] = bot_context
+        await next()
+
+    app.use(add_bot_context)
+    app.action(ActionId.APPROVE)(approve)
+    app.action(ActionId.FORCE_APPROVE)(force_approve)
+    app.action(ActionId.REVOKE)(revoke)
+    app.action(ActionId.REJECT)(open_reject_modal)
+    app.action(ActionId.APPROVE_WINDOW)(open_time_window_modal)
+    app.view(ViewId.REJECT)(submit_rejection)
+    app.view(ViewId.TIME_WINDOW)(submit_time_window)
+    app.command("/accessgate")(accessgate_command)
+    app.event("app_home_opened")(publish_home)
+    app.error(handle_error)
+
+
+# -- buttons ----------------------------------------------------------------------------------
+
+
+async def approve(
+    ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext, client: AsyncWebClient
+) -> None:
+    """Approve for every reviewer group the clicker is in."""
+    await ack()
+    await _decide(body, context, client, ReviewDecisionRequest(status=Decision.APPROVED))
+
+
+async def force_approve(
+    ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext, client: AsyncWebClient
+) -> None:
+    """Approve for every group at once (members of a force-approval group)."""
+    await ack()
+    request = ReviewDecisionRequest(status=Decision.APPROVED, force_review=True)
+    await _decide(body, context, client, request)
+
+
+async def revoke(
+    ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext, client: AsyncWebClient
+) -> None:
+    """End approved access (the requester or an admin); Slack asked for confirmation."""
+    await ack()
+    await _decide(body, context, client, ReviewDecisionRequest(status=Decision.REVOKED))
+
+
+async def open_reject_modal(
+    ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext, client: AsyncWebClient
+) -> None:
+    """Ask for the rejection reason; the decision happens when the modal is submitted."""
+    await ack()
+    await _acting_user(context, client, body["user"]["id"])  # unlinked users learn it now
+    view = blocks.reject_modal(review_id=_clicked_review(body), channel_id=_channel_of(body))
+    await client.views_open(trigger_id=body["trigger_id"], view=view)
+
+
+async def open_time_window_modal(
+    ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext, client: AsyncWebClient
+) -> None:
+    """Ask for the time window to approve with."""
+    await ack()
+    await _acting_user(context, client, body["user"]["id"])
+    view = blocks.time_window_modal(review_id=_clicked_review(body), channel_id=_channel_of(body))
+    await client.views_open(trigger_id=body["trigger_id"], view=view)
+
+
+# -- modals -----------------------------------------------------------------------------------
+
+
+async def submit_rejection(
+    ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext, client: AsyncWebClient
+) -> None:
+    """Reject with the reason typed in the modal."""
+    view = body["view"]
+    review_id, _channel = blocks.modal_context(view)  # handle_error reads the channel itself
+    reason = blocks.rejection_reason_from(view).strip() or None
+    await ack()
+    request = ReviewDecisionRequest(status=Decision.REJECTED, rejection_reason=reason)
+    await _decide_review(context, client, body["user"]["id"], review_id, request)
+
+
+async def submit_time_window(
+    ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext, client: AsyncWebClient
+) -> None:
+    """Approve with the time window picked in the modal; a bad window stays in the modal."""
+    view = body["view"]
+    review_id, _channel_id = blocks.modal_context(view)
+    try:
+        start, end = blocks.time_window_from(view)
+        window = TimeWindow(type="time_range", configuration={"start_time": start, "end_time": end})
+    except (ValueError, pydantic.ValidationError) as exc:
+        problem = _first_problem(exc)
+        await ack(
+            response_action="errors",
+            errors={WINDOW_START_BLOCK: problem, WINDOW_END_BLOCK: problem},
+        )
+        return
+    await ack()
+    request = ReviewDecisionRequest(status=Decision.APPROVED, time_window=window)
+    await _decide_review(context, client, body["user"]["id"], review_id, request)
+
+
+def _first_problem(exc: Exception) -> str:
+    if isinstance(exc, pydantic.ValidationError):
+        return str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
+    return str(exc)
+
+
+# -- the slash command and App Home -------------------------------------------------------------
+
+
+async def accessgate_command(
+    ack: AsyncAck,
+    command: dict[str, Any],
+    context: AsyncBoltContext,
+    client: AsyncWebClient,
+    respond: AsyncRespond,
+) -> None:
+    """`/accessgate link | pending | help`."""
+    words = (command.get("text") or "").split()
+    subcommand = words[0].lower() if words else "help"
+    if subcommand == "help":
+        await ack(text=blocks.help_text())
+        return
+    if subcommand not in ("link", "pending"):
+        await ack(text=f"I do not know `{subcommand}`.\n{blocks.help_text()}")
+        return
+    await ack()
+    bot: BotContext = context["bot"]
+    chat_id = command["user_id"]
+    if subcommand == "link":
+        code = await bot.database.run(
+            lambda s: start_chat_link(session=s, chat_id=chat_id, now=utc_now())
+        )
+        minutes = int(LINK_CODE_LIFETIME.total_seconds() // 60)
+        await respond(
+            text=blocks.link_instructions(code, bot.api_base_url, minutes),
+            response_type="ephemeral",
+        )
+        return
+    reviewer = await _acting_user(context, client, chat_id)
+    facts = await bot.database.run(lambda s: _waiting_on(s, reviewer, bot.api_base_url))
+    await respond(
+        text=f"{len(facts)} review(s) waiting on you",
+        blocks=blocks.pending_blocks(facts),
+        response_type="ephemeral",
+    )
+
+
+async def publish_home(
+    event: dict[str, Any], context: AsyncBoltContext, client: AsyncWebClient
+) -> None:
+    """The App Home tab: the reviews waiting on the user, or how to link their account."""
+    if event.get("tab", "home") != "home":
+        return
+    bot: BotContext = context["bot"]
+    chat_id = event["user"]
+
+    def read(session: Session) -> tuple[bool, list[ReviewCardFacts]]:
+        user = user_by_chat_id(session=session, chat_id=chat_id)
+        if user is None:
+            return False, []
+        return True, _waiting_on(session, user, bot.api_base_url)
+
+    linked, facts = await bot.database.run(read)
+    await client.views_publish(user_id=chat_id, view=blocks.home_view(facts, linked=linked))
+
+
+def _waiting_on(session: Session, reviewer: User, api_base_url: str) -> list[ReviewCardFacts]:
+    # One more than shown, so the list can say there are more.
+    ids = reviews_waiting_on(session=session, reviewer=reviewer, limit=PENDING_SHOWN + 1)
+    found = (
+        review_card_facts(session=session, review_id=review_id, api_base_url=api_base_url)
+        for review_id in ids
+    )
+    return [facts for facts in found if facts is not None]
+
+
+# -- deciding ---------------------------------------------------------------------------------
+
+
+async def _decide(
+    body: dict[str, Any],
+    context: AsyncBoltContext,
+    client: AsyncWebClient,
+    request: ReviewDecisionRequest,
+) -> None:
+    await _decide_review(context, client, body["user"]["id"], _clicked_review(body), request)
+
+
+async def _decide_review(
+    context: AsyncBoltContext,
+    client: AsyncWebClient,
+    chat_id: str,
+    review_id: uuid.UUID,
+    request: ReviewDecisionRequest,
+) -> None:
+    bot: BotContext = context["bot"]
+    actor = await _acting_user(context, client, chat_id)
+    await bot.database.run(
+        lambda s: update_review(
+            session=s,
+            review_ref=str(review_id),
+            actor=actor,
+            request=request,
+            now=utc_now(),
+            door=Door.SLACK,
+        )
+    )
+
+
+async def _acting_user(context: AsyncBoltContext, client: AsyncWebClient, chat_id: str) -> User:
+    """The gateway user a Slack user acts as; with e-mail matching on, linked on first use."""
+    bot: BotContext = context["bot"]
+    try:
+        return await bot.database.run(lambda s: linked_user(session=s, chat_id=chat_id))
+    except errors.ChatUserNotLinked:
+        if not bot.match_email:
+            raise
+    email = await _verified_email(client, chat_id)
+    matched = await bot.database.run(
+        lambda s: link_by_verified_email(session=s, chat_id=chat_id, email=email)
+    )
+    if matched is None:
+        raise errors.ChatUserNotLinked("no gateway user has this Slack account's e-mail address")
+    return await bot.database.run(lambda s: linked_user(session=s, chat_id=chat_id))
+
+
+async def _verified_email(client: AsyncWebClient, chat_id: str) -> str:
+    # Slack only shows addresses its workspace confirmed (users:read.email).
+    try:
+        answer = await client.users_info(user=chat_id)
+    except SlackApiError:
+        return ""
+    user = answer.get("user") or {}
+    return str((user.get("profile") or {}).get("email") or "")
+
+
+def _clicked_review(body: dict[str, Any]) -> uuid.UUID:
+    try:
+        return uuid.UUID(body["actions"][0]["value"])
+    except (KeyError, IndexError, ValueError) as exc:
+        raise errors.NotFound("the button does not name a review") from exc
+
+
+def _channel_of(body: dict[str, Any]) -> str | None:
+    channel = (body.get("channel") or {}).get("id") or (body.get("container") or {}).get(
+        "channel_id"
+    )
+    return str(channel) if channel else None
+
+
+# -- refusals ---------------------------------------------------------------------------------
+
+
+async def handle_error(error: Exception, body: dict[str, Any], client: AsyncWebClient) -> None:
+    """Tell the person who acted why it did not work, where only they can see it."""
+    if not isinstance(error, errors.DomainError):
+        logger.error("a Slack request failed", exc_info=error)
+    user_id = (body.get("user") or {}).get("id") or body.get("user_id")
+    if not user_id:
+        return
+    text = refusal_text(error)
+    channel = _channel_of(body) or body.get("channel_id") or _modal_channel(body)
+    try:
+        if channel:
+            await client.chat_postEphemeral(channel=channel, user=user_id, text=text)
+        else:  # App Home or a modal opened without a channel: the bot's DM with the user
+            opened = await client.conversations_open(users=user_id)
+            await client.chat_postMessage(channel=opened["channel"]["id"], text=text)
+    except SlackApiError:
+        logger.warning("could not tell %s: %s", user_id, text)
+
+
+def _modal_channel(body: dict[str, Any]) -> str | None:
+    view = body.get("view")
+    if not view:
+        return None
+    try:
+        return blocks.modal_context(view)[1]
+    except ValueError:
+        return None

@@ -1,0 +1,312 @@
+"""The outbox's deliverer to Slack: cards for new reviews, rewrites on every change, DMs.
+
+For each event, oldest first per review (``models.chat_delivery`` keeps that rule):
+
+- ``review.created``: post a card to every channel of the review's connection, and to the
+  default channel. Each posted card's channel and ts are stored before anything else happens,
+  so a retry posts only the cards still missing.
+- ``review.updated``: rewrite every stored card of the review with its current state; on a
+  final decision (approved, rejected, revoked) DM the requester once.
+
+A card is always rendered from the review as it is now, so the order cards and decisions meet
+in does not matter. A delivery Slack cannot take now (429 beyond the client's own retries, 5xx,
+a lost connection) is postponed with backoff in the outbox; what Slack will never take (a
+channel that does not exist, blocks it refuses) is written down on the event and skipped.
+"""
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+
+import aiohttp
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.web.async_slack_response import AsyncSlackResponse
+from sqlmodel import Session
+
+from bot.blocks import decision_dm, review_card, review_card_text
+from bot.database import Database
+from bot.pacing import ChannelPacer
+from bot.slack_api import is_token_refusal
+from models.chat_delivery import (
+    ChatMessageKind,
+    LeasedEvent,
+    card_channels,
+    card_key,
+    delivered_keys,
+    direct_message_key,
+    lease_deliverable_events,
+    mark_delivered,
+    posted_messages,
+    postpone,
+    release_leases,
+    remember_message,
+)
+from models.clock import utc_now
+from models.outbox import EventKind
+from models.review_cards import ReviewCardFacts, review_card_facts
+from models.review_machine import ReviewStatus
+
+logger = logging.getLogger("accessgate.bot.notifier")
+
+MAX_IN_FLIGHT = 200
+POLL_SECONDS = 1.0  # other processes' events; this process's own wake the notifier at once
+FIRST_RETRY_SECONDS = 2.0
+MAX_RETRY_SECONDS = 300.0
+# Events the bot reaches this late (say the chat plugin was configured long after) describe
+# reviews nobody is waiting on in the channel any more; posting them would flood it.
+STALE_AFTER = timedelta(days=1)
+FINAL_DECISIONS = frozenset({ReviewStatus.APPROVED, ReviewStatus.REJECTED, ReviewStatus.REVOKED})
+# Slack errors about one message that no retry can fix.
+PERMANENT_ERRORS = frozenset(
+    {
+        "channel_not_found",
+        "not_in_channel",
+        "is_archived",
+        "invalid_blocks",
+        "invalid_blocks_format",
+        "msg_too_long",
+        "no_text",
+        "message_not_found",
+        "cant_update_message",
+        "edit_window_closed",
+        "user_not_found",
+        "cannot_dm_bot",
+        "restricted_action",
+    }
+)
+
+
+class SlackRefusedToken(Exception):
+    """Slack refused the bot token mid-delivery: the configuration needs an admin."""
+
+
+class Notifier:
+    """Delivers outbox events to Slack until stopped."""
+
+    def __init__(
+        self,
+        *,
+        database: Database,
+        client: AsyncWebClient,
+        pacer: ChannelPacer,
+        api_base_url: str,
+        default_channel: str | None,
+        on_token_refused: Callable[[str], None],
+    ) -> None:
+        self._database = database
+        self._client = client
+        self._pacer = pacer
+        self._api_base_url = api_base_url
+        self._default_channel = default_channel
+        self._on_token_refused = on_token_refused
+        self._wake = asyncio.Event()
+        self._in_flight: dict[uuid.UUID, int] = {}  # review id -> event id being delivered
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._loop_task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Start delivering in the background."""
+        self._loop_task = asyncio.create_task(self._deliver_forever(), name="chat-notifier")
+
+    def wake(self) -> None:
+        """New events were committed; look now instead of at the next poll (loop thread)."""
+        self._wake.set()
+
+    async def stop(self) -> None:
+        """Stop; events being delivered are given back to the outbox for the next deliverer."""
+        if self._loop_task is not None:
+            self._loop_task.cancel()
+            await asyncio.gather(self._loop_task, return_exceptions=True)
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        leased = list(self._in_flight.values())
+        self._in_flight.clear()
+        await self._database.run(lambda s: release_leases(session=s, event_ids=leased))
+
+    async def _deliver_forever(self) -> None:
+        while True:
+            self._wake.clear()
+            free = MAX_IN_FLIGHT - len(self._in_flight)
+            events = await self._lease(free) if free > 0 else []
+            for event in events:
+                self._in_flight[event.review_id] = event.id
+                task = asyncio.create_task(self._deliver(event))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+            if len(events) < free or free == 0:  # caught up (or full): wait for news
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), POLL_SECONDS)
+
+    async def _lease(self, limit: int) -> list[LeasedEvent]:
+        busy = list(self._in_flight)
+        try:
+            return await self._database.run(
+                lambda s: lease_deliverable_events(
+                    session=s, now=utc_now(), limit=limit, skip_reviews=busy
+                )
+            )
+        except Exception:
+            logger.exception("could not read the outbox; trying again")
+            return []
+
+    async def _deliver(self, event: LeasedEvent) -> None:
+        try:
+            note = await self._deliver_event(event)
+            await self._database.run(
+                lambda s: mark_delivered(session=s, event_id=event.id, now=utc_now(), note=note)
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            await self._postpone(event, exc)
+        finally:
+            self._in_flight.pop(event.review_id, None)
+            self._wake.set()  # the review's next event may be due now
+
+    async def _postpone(self, event: LeasedEvent, exc: Exception) -> None:
+        delay = min(FIRST_RETRY_SECONDS * 2**event.attempts, MAX_RETRY_SECONDS)
+        if isinstance(exc, SlackApiError):
+            retry_after = exc.response.headers.get("Retry-After") if exc.response else None
+            if retry_after is not None and str(retry_after).isdigit():
+                delay = max(delay, float(retry_after))
+            if is_token_refusal(exc):
+                self._on_token_refused(str(exc.response.get("error")))
+        if isinstance(exc, SlackApiError | aiohttp.ClientError | TimeoutError | OSError):
+            logger.warning("delivery of event %s postponed %.0f s: %s", event.id, delay, exc)
+        else:
+            logger.exception("delivery of event %s failed; retrying in %.0f s", event.id, delay)
+        error = f"{type(exc).__name__}: {exc}"
+        try:
+            await self._database.run(
+                lambda s: postpone(
+                    session=s,
+                    event_id=event.id,
+                    now=utc_now(),
+                    delay=timedelta(seconds=delay),
+                    error=error,
+                )
+            )
+        except Exception:
+            # The lease runs out on its own and the event is offered again.
+            logger.exception("could not postpone event %s", event.id)
+
+    async def _deliver_event(self, event: LeasedEvent) -> str | None:
+        """Deliver one event; return a note on what was skipped for good, if anything."""
+        if utc_now() - event.created_at > STALE_AFTER:
+            return "not delivered: older than a day when the bot reached it"
+        facts = await self._database.run(
+            lambda s: review_card_facts(
+                session=s, review_id=event.review_id, api_base_url=self._api_base_url
+            )
+        )
+        if facts is None:
+            return "not delivered: the review no longer exists"
+        if event.kind == EventKind.REVIEW_CREATED:
+            return await self._post_cards(facts)
+        notes = [await self._rewrite_cards(facts)]
+        entered = ReviewStatus(str(event.payload.get("status")))
+        before = event.payload.get("status_before")
+        if entered in FINAL_DECISIONS and before != entered:
+            notes.append(await self._direct_message(event, facts, entered))
+        return "; ".join(note for note in notes if note) or None
+
+    async def _post_cards(self, facts: ReviewCardFacts) -> str | None:
+        def targets(session: Session) -> tuple[list[str], set[str]]:
+            channels = card_channels(
+                session=session, review_id=facts.review_id, default_channel=self._default_channel
+            )
+            keys = [card_key(facts.review_id, channel) for channel in channels]
+            return channels, delivered_keys(session=session, keys=keys)
+
+        channels, done = await self._database.run(targets)
+        blocks, text = review_card(facts), review_card_text(facts)
+        notes = []
+        for channel in channels:
+            key = card_key(facts.review_id, channel)
+            if key in done:
+                continue
+            await self._pacer.wait_turn(channel)
+            try:
+                answer = await self._client.chat_postMessage(
+                    channel=channel, text=text, blocks=blocks, unfurl_links=False
+                )
+            except SlackApiError as exc:
+                self._hold_on_rate_limit(channel, exc)
+                notes.append(self._permanent_or_raise(exc, f"card in {channel}"))
+                continue
+            await self._remember(key, facts.review_id, ChatMessageKind.CARD, answer)
+        return "; ".join(notes) or None
+
+    async def _rewrite_cards(self, facts: ReviewCardFacts) -> str | None:
+        cards = await self._database.run(
+            lambda s: posted_messages(
+                session=s, review_id=facts.review_id, kind=ChatMessageKind.CARD
+            )
+        )
+        blocks, text = review_card(facts), review_card_text(facts)
+        notes = []
+        for card in cards:
+            try:
+                await self._client.chat_update(
+                    channel=card.channel, ts=card.ts, text=text, blocks=blocks
+                )
+            except SlackApiError as exc:
+                notes.append(self._permanent_or_raise(exc, f"card in {card.channel}"))
+        return "; ".join(notes) or None
+
+    async def _direct_message(
+        self, event: LeasedEvent, facts: ReviewCardFacts, entered: ReviewStatus
+    ) -> str | None:
+        if not facts.requester_chat_id:
+            return "no direct message: the requester has not linked a Slack account"
+        key = direct_message_key(event.id)
+        done = await self._database.run(lambda s: delivered_keys(session=s, keys=[key]))
+        if done:
+            return None
+        # The message tells of the decision this event records, even if a later one followed.
+        text, blocks = decision_dm(dataclasses.replace(facts, status=entered))
+        try:
+            opened = await self._client.conversations_open(users=facts.requester_chat_id)
+            channel = opened["channel"]["id"]
+            answer = await self._client.chat_postMessage(
+                channel=channel, text=text, blocks=blocks, unfurl_links=False
+            )
+        except SlackApiError as exc:
+            return self._permanent_or_raise(exc, "direct message")
+        await self._remember(key, facts.review_id, ChatMessageKind.DIRECT, answer)
+        return None
+
+    async def _remember(
+        self, key: str, review_id: uuid.UUID, kind: ChatMessageKind, answer: AsyncSlackResponse
+    ) -> None:
+        channel, ts = str(answer["channel"]), str(answer["ts"])
+        await self._database.run(
+            lambda s: remember_message(
+                session=s,
+                delivery_key=key,
+                review_id=review_id,
+                kind=kind,
+                channel=channel,
+                ts=ts,
+                now=utc_now(),
+            )
+        )
+
+    def _hold_on_rate_limit(self, channel: str, exc: SlackApiError) -> None:
+        retry_after = exc.response.headers.get("Retry-After") if exc.response else None
+        if exc.response is not None and exc.response.status_code == 429 and retry_after:
+            self._pacer.hold(channel, float(retry_after))
+
+    @staticmethod
+    def _permanent_or_raise(exc: SlackApiError, what: str) -> str:
+        error = exc.response.get("error") if exc.response else None
+        if error in PERMANENT_ERRORS:
+            logger.warning("Slack will not take the %s: %s", what, error)
+            return f"{what}: {error}"
+        raise exc

@@ -1,0 +1,81 @@
+"""Slack Web API clients pointed at ACCESSGATE_SLACK_API_URL, and the check of new tokens."""
+
+import logging
+from collections.abc import Mapping
+
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError, SlackClientError
+from slack_sdk.http_retry.async_handler import AsyncRetryHandler
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncConnectionErrorRetryHandler,
+    AsyncRateLimitErrorRetryHandler,
+    AsyncServerErrorRetryHandler,
+)
+from slack_sdk.web.async_client import AsyncWebClient
+
+from models import errors
+from models.plugin_config import CHAT_APP_TOKEN, CHAT_BOT_TOKEN
+
+logger = logging.getLogger("accessgate.bot")
+
+CHECK_TIMEOUT_SECONDS = 10
+# Errors meaning "these tokens will never work", as opposed to Slack being unwell right now.
+TOKEN_REFUSALS = frozenset(
+    {
+        "invalid_auth",
+        "not_authed",
+        "account_inactive",
+        "token_revoked",
+        "token_expired",
+        "not_allowed_token_type",
+        "invalid_token",
+        "team_access_not_granted",
+        "ekm_access_denied",
+    }
+)
+
+
+def web_client(*, token: str, api_url: str) -> AsyncWebClient:
+    """A client that retries briefly on its own (429 after Retry-After, 5xx, lost connections).
+
+    Longer outages are the outbox's business: a delivery that still fails is postponed there.
+    """
+    retry_handlers: list[AsyncRetryHandler] = [
+        AsyncConnectionErrorRetryHandler(max_retry_count=2),
+        AsyncRateLimitErrorRetryHandler(max_retry_count=2),
+        AsyncServerErrorRetryHandler(max_retry_count=2),
+    ]
+    return AsyncWebClient(token=token, base_url=api_url, retry_handlers=retry_handlers)
+
+
+def is_token_refusal(error: SlackApiError) -> bool:
+    """Slack refuses the token itself, so retrying cannot help."""
+    return error.response.get("error") in TOKEN_REFUSALS
+
+
+def check_chat_tokens(values: Mapping[str, bytes], *, api_url: str) -> None:
+    """Raise UnusableConfiguration if Slack refuses the bot or app token.
+
+    A Slack that cannot be reached, or answers with something other than a refusal, is not the
+    configuration's fault: the check passes and the bot keeps retrying with what was stored.
+    """
+    checks = [(CHAT_BOT_TOKEN, "auth.test")]
+    if CHAT_APP_TOKEN in values:
+        # Opening a Socket Mode URL is the only call an app-level token can prove itself with.
+        checks.append((CHAT_APP_TOKEN, "apps.connections.open"))
+    for name, method in checks:
+        client = WebClient(
+            token=values[name].decode("ascii"), base_url=api_url, timeout=CHECK_TIMEOUT_SECONDS
+        )
+        try:
+            client.api_call(method)
+        except SlackApiError as exc:
+            if is_token_refusal(exc):
+                raise errors.UnusableConfiguration(
+                    f"Slack refused {name}: {exc.response.get('error')}"
+                ) from exc
+            logger.warning("Slack could not check %s now (%s); storing it", name, exc)
+            return
+        except (SlackClientError, OSError) as exc:
+            logger.warning("Slack cannot be reached to check %s (%s); storing it", name, exc)
+            return

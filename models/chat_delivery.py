@@ -1,0 +1,252 @@
+"""What the chat notifier needs from the database: leases on outbox events, posted messages.
+
+Delivery rules kept here, whatever transport does the talking:
+
+- events of one review are delivered one after the other, oldest first: an event is offered only
+  when no older event of its review is still undelivered;
+- an event is leased to one deliverer at a time (``leased_until``), so several processes can
+  share the outbox without delivering an event twice while it is being worked on;
+- every message posted is remembered by a delivery key before the event is marked delivered,
+  so a retried event skips what an earlier attempt already posted: no card is posted twice
+  and none is lost.
+"""
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from sqlalchemy import String, and_, exists, or_, update
+from sqlalchemy.orm import aliased
+from sqlmodel import Field, Session, SQLModel, col, select
+
+from models.db import UTCDateTime, enum_column, flush_or_conflict, new_id, write_transaction
+from models.errors import Conflict
+from models.outbox import OutboxEvent
+from models.plugin_service import plugin_connection_config
+from models.plugins import PluginName
+from models.reviews import Review
+from models.sessions import GatewaySession
+
+LEASE = timedelta(seconds=60)
+MAX_ERROR_LENGTH = 1000
+
+
+class ChatMessageKind(StrEnum):
+    CARD = "card"
+    DIRECT = "direct"
+
+
+class ChatMessage(SQLModel, table=True):
+    """A message the bot posted: where it is (channel, ts) and why (delivery key)."""
+
+    __tablename__ = "chat_message"
+
+    id: uuid.UUID = Field(default_factory=new_id, primary_key=True)
+    delivery_key: str = Field(sa_type=String(200), unique=True)
+    review_id: uuid.UUID = Field(foreign_key="review.id", index=True, ondelete="CASCADE")
+    kind: ChatMessageKind = Field(sa_type=enum_column(ChatMessageKind))
+    channel: str = Field(max_length=64)
+    ts: str = Field(max_length=64)
+    posted_at: datetime = Field(sa_type=UTCDateTime)
+
+
+def card_key(review_id: uuid.UUID, channel: str) -> str:
+    """One card per review and channel."""
+    return f"card:{review_id}:{channel}"
+
+
+def direct_message_key(event_id: int) -> str:
+    """One direct message per event that warrants one."""
+    return f"direct:{event_id}"
+
+
+@dataclass(frozen=True)
+class LeasedEvent:
+    id: int
+    kind: str
+    review_id: uuid.UUID
+    payload: dict[str, object]
+    created_at: datetime
+    attempts: int
+
+
+def lease_deliverable_events(
+    *, session: Session, now: datetime, limit: int, skip_reviews: Sequence[uuid.UUID] = ()
+) -> list[LeasedEvent]:
+    """Lease up to ``limit`` events that are due, the oldest undelivered one of each review."""
+    older = aliased(OutboxEvent)
+    older_pending = exists().where(
+        col(older.review_id) == col(OutboxEvent.review_id),
+        col(older.delivered_at).is_(None),
+        col(older.id) < col(OutboxEvent.id),
+    )
+    due = (
+        select(OutboxEvent.id)
+        .where(
+            col(OutboxEvent.delivered_at).is_(None),
+            col(OutboxEvent.review_id).is_not(None),
+            or_(
+                col(OutboxEvent.next_attempt_at).is_(None), col(OutboxEvent.next_attempt_at) <= now
+            ),
+            or_(col(OutboxEvent.leased_until).is_(None), col(OutboxEvent.leased_until) <= now),
+            ~older_pending,
+        )
+        .order_by(col(OutboxEvent.id))
+        .limit(limit)
+    )
+    if skip_reviews:
+        due = due.where(col(OutboxEvent.review_id).not_in(skip_reviews))
+    candidates: list[int] = [event_id for event_id in session.exec(due) if event_id is not None]
+    if not candidates:
+        session.rollback()  # end the read transaction: SQLite readers pin the WAL
+        return []
+    leased: list[LeasedEvent] = []
+    with write_transaction(session):
+        for event_id in candidates:
+            # The lease is taken only if nobody took it since the read: one row, one winner.
+            taken = session.connection().execute(
+                update(OutboxEvent)
+                .where(
+                    and_(
+                        col(OutboxEvent.id) == event_id,
+                        col(OutboxEvent.delivered_at).is_(None),
+                        or_(
+                            col(OutboxEvent.leased_until).is_(None),
+                            col(OutboxEvent.leased_until) <= now,
+                        ),
+                    )
+                )
+                .values(leased_until=now + LEASE)
+            )
+            if taken.rowcount == 1:
+                row = session.get_one(OutboxEvent, event_id)
+                assert row.review_id is not None
+                leased.append(
+                    LeasedEvent(
+                        id=event_id,
+                        kind=row.kind.value,
+                        review_id=row.review_id,
+                        payload=dict(row.payload),
+                        created_at=row.created_at,
+                        attempts=row.attempts,
+                    )
+                )
+    return leased
+
+
+def mark_delivered(
+    *, session: Session, event_id: int, now: datetime, note: str | None = None
+) -> None:
+    """The event is done (``note`` says what could not be delivered and will not be retried)."""
+    with write_transaction(session):
+        session.connection().execute(
+            update(OutboxEvent)
+            .where(col(OutboxEvent.id) == event_id)
+            .values(
+                delivered_at=now,
+                leased_until=None,
+                last_error=None if note is None else note[:MAX_ERROR_LENGTH],
+            )
+        )
+
+
+def postpone(
+    *, session: Session, event_id: int, now: datetime, delay: timedelta, error: str
+) -> None:
+    """Delivery failed for now: count the attempt and try again after ``delay``."""
+    with write_transaction(session):
+        session.connection().execute(
+            update(OutboxEvent)
+            .where(col(OutboxEvent.id) == event_id)
+            .values(
+                attempts=OutboxEvent.attempts + 1,
+                last_error=error[:MAX_ERROR_LENGTH],
+                next_attempt_at=now + delay,
+                leased_until=None,
+            )
+        )
+
+
+def release_leases(*, session: Session, event_ids: Sequence[int]) -> None:
+    """Give events back without counting an attempt (the deliverer is stopping)."""
+    if not event_ids:
+        return
+    with write_transaction(session):
+        session.connection().execute(
+            update(OutboxEvent)
+            .where(col(OutboxEvent.id).in_(event_ids), col(OutboxEvent.delivered_at).is_(None))
+            .values(leased_until=None)
+        )
+
+
+def posted_messages(
+    *, session: Session, review_id: uuid.UUID, kind: ChatMessageKind | None = None
+) -> list[ChatMessage]:
+    """The messages posted for a review, oldest first."""
+    statement = select(ChatMessage).where(ChatMessage.review_id == review_id)
+    if kind is not None:
+        statement = statement.where(ChatMessage.kind == kind)
+    return list(session.exec(statement.order_by(col(ChatMessage.posted_at), col(ChatMessage.id))))
+
+
+def delivered_keys(*, session: Session, keys: Sequence[str]) -> set[str]:
+    """Which of these delivery keys already have a posted message."""
+    if not keys:
+        return set()
+    found = session.exec(
+        select(ChatMessage.delivery_key).where(col(ChatMessage.delivery_key).in_(keys))
+    )
+    return set(found)
+
+
+def remember_message(
+    *,
+    session: Session,
+    delivery_key: str,
+    review_id: uuid.UUID,
+    kind: ChatMessageKind,
+    channel: str,
+    ts: str,
+    now: datetime,
+) -> None:
+    """Store where a posted message is, before anything else can forget it was posted."""
+    try:
+        with write_transaction(session):
+            session.add(
+                ChatMessage(
+                    delivery_key=delivery_key,
+                    review_id=review_id,
+                    kind=kind,
+                    channel=channel,
+                    ts=ts,
+                    posted_at=now,
+                )
+            )
+            flush_or_conflict(session, "already posted")
+    except Conflict:
+        # Another deliverer posted it too after its lease ran out; the first one stays the card.
+        return
+
+
+def card_channels(
+    *, session: Session, review_id: uuid.UUID, default_channel: str | None
+) -> list[str]:
+    """The channels a review's card goes to: its connection's chat channels, then the default."""
+    connection_id = session.exec(
+        select(GatewaySession.connection_id)
+        .join(Review, col(Review.session_id) == GatewaySession.id)
+        .where(Review.id == review_id)
+    ).first()
+    channels = (
+        []
+        if connection_id is None
+        else plugin_connection_config(
+            session=session, plugin_name=PluginName.CHAT, connection_id=connection_id
+        )
+        or []
+    )
+    if default_channel and default_channel not in channels:
+        channels.append(default_channel)
+    return channels
