@@ -6,6 +6,7 @@ the cards change through the outbox like any other decision. Refusals are raised
 the one error handler (``handle_error``); listeners never word them.
 """
 
+import functools
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
@@ -61,16 +62,38 @@ def register_listeners(app: AsyncApp, bot_context: BotContext) -> None:
         await next()
 
     app.use(add_bot_context)
-    app.action(ActionId.APPROVE)(approve)
-    app.action(ActionId.FORCE_APPROVE)(force_approve)
-    app.action(ActionId.REVOKE)(revoke)
-    app.action(ActionId.REJECT)(open_reject_modal)
-    app.action(ActionId.APPROVE_WINDOW)(open_time_window_modal)
-    app.view(ViewId.REJECT)(submit_rejection)
-    app.view(ViewId.TIME_WINDOW)(submit_time_window)
-    app.command("/accessgate")(accessgate_command)
-    app.event("app_home_opened")(publish_home)
+    app.action(ActionId.APPROVE)(replies_with_refusals(approve))
+    app.action(ActionId.FORCE_APPROVE)(replies_with_refusals(force_approve))
+    app.action(ActionId.REVOKE)(replies_with_refusals(revoke))
+    app.action(ActionId.REJECT)(replies_with_refusals(open_reject_modal))
+    app.action(ActionId.APPROVE_WINDOW)(replies_with_refusals(open_time_window_modal))
+    app.view(ViewId.REJECT)(replies_with_refusals(submit_rejection))
+    app.view(ViewId.TIME_WINDOW)(replies_with_refusals(submit_time_window))
+    app.command("/accessgate")(replies_with_refusals(accessgate_command))
+    app.event("app_home_opened")(replies_with_refusals(publish_home))
     app.error(handle_error)
+
+
+Listener = Callable[..., Awaitable[None]]
+
+
+def replies_with_refusals(listener: Listener) -> Listener:
+    """Answer what ``listener`` raises with ``handle_error`` instead of letting Bolt see it.
+
+    Bolt drops an acknowledgement when the listener raises right after acking (within its
+    10 ms polling of the ack), and Slack then shows the clicker an error; refusals come within
+    milliseconds, so they are answered here. Bolt still reaches ``handle_error`` for its own
+    failures.
+    """
+
+    @functools.wraps(listener)
+    async def guarded(**kwargs: Any) -> None:
+        try:
+            await listener(**kwargs)
+        except Exception as error:
+            await handle_error(error, kwargs["body"], kwargs["client"])
+
+    return guarded
 
 
 # -- buttons ----------------------------------------------------------------------------------
@@ -168,6 +191,7 @@ def _first_problem(exc: Exception) -> str:
 
 async def accessgate_command(
     ack: AsyncAck,
+    body: dict[str, Any],
     command: dict[str, Any],
     context: AsyncBoltContext,
     client: AsyncWebClient,
@@ -205,7 +229,7 @@ async def accessgate_command(
 
 
 async def publish_home(
-    event: dict[str, Any], context: AsyncBoltContext, client: AsyncWebClient
+    body: dict[str, Any], event: dict[str, Any], context: AsyncBoltContext, client: AsyncWebClient
 ) -> None:
     """The App Home tab: the reviews waiting on the user, or how to link their account."""
     if event.get("tab", "home") != "home":

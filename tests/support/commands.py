@@ -2,6 +2,12 @@
 
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
 
 ACCESSGATE = [sys.executable, "-m", "api.cli"]
 
@@ -20,3 +26,31 @@ def accessgate(environment: dict[str, str], *args: str) -> subprocess.CompletedP
     return subprocess.run(
         [*ACCESSGATE, *args], env=environment, capture_output=True, text=True, timeout=60
     )
+
+
+@contextmanager
+def running_server(environment: dict[str, str], port: int, log_path: Path) -> Iterator[str]:
+    """Run `accessgate serve` until the block ends; yield its API base URL once it answers."""
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [*ACCESSGATE, "serve", "--port", str(port), "--log-level", "warning"],
+            env=environment,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    base_url = f"http://127.0.0.1:{port}/api"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"{base_url}/healthz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"accessgate serve did not start:\n{log_path.read_text()}")
+            time.sleep(0.1)
+        yield base_url
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
