@@ -231,11 +231,11 @@ class Notifier:
             key = card_key(facts.review_id, channel)
             if key in done:
                 continue
-            await self._pacer.wait_turn(channel)
             try:
-                answer = await self._client.chat_postMessage(
-                    channel=channel, text=text, blocks=blocks, unfurl_links=False
-                )
+                async with self._pacer.turn(channel):
+                    answer = await self._client.chat_postMessage(
+                        channel=channel, text=text, blocks=blocks, unfurl_links=False
+                    )
             except SlackApiError as exc:
                 self._hold_on_rate_limit(channel, exc)
                 notes.append(self._permanent_or_raise(exc, f"card in {channel}"))

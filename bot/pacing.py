@@ -3,26 +3,36 @@
 import asyncio
 import time
 from collections import defaultdict
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 
 class ChannelPacer:
-    """Hands out posting turns per channel, one every ``1 / messages_per_second`` seconds.
+    """Lets one new message at a time into a channel, ``1 / messages_per_second`` apart.
 
-    Turns are booked in the order they are asked for, so a burst of cards for one channel goes
-    out in order while other channels go on at their own pace.
+    The gap is counted from when Slack answered the previous post, not from when it was sent,
+    so a slow answer cannot bunch two posts together on Slack's side. Channels do not wait for
+    each other.
     """
 
     def __init__(self, messages_per_second: float) -> None:
         self._interval = 1.0 / messages_per_second
         self._next_turn: defaultdict[str, float] = defaultdict(float)
+        self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
 
-    async def wait_turn(self, channel: str) -> None:
-        """Sleep until ``channel`` may take another message."""
-        now = time.monotonic()
-        turn = max(now, self._next_turn[channel])
-        self._next_turn[channel] = turn + self._interval
-        if turn > now:
-            await asyncio.sleep(turn - now)
+    @asynccontextmanager
+    async def turn(self, channel: str) -> AsyncIterator[None]:
+        """Wait for ``channel``'s turn; the post happens inside the block."""
+        async with self._locks[channel]:
+            delay = self._next_turn[channel] - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            try:
+                yield
+            finally:
+                self._next_turn[channel] = max(
+                    self._next_turn[channel], time.monotonic() + self._interval
+                )
 
     def hold(self, channel: str, seconds: float) -> None:
         """Slack asked us to wait (429 Retry-After): no new turn before then."""

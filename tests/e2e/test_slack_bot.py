@@ -568,3 +568,23 @@ def check_http_mode(slack: SlackServer, gateway: Gateway, server: str, secret: s
 
     assert signed.status == 200
     wait_for_text(slack, CHANNEL, card.ts, "APPROVED")
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_new_cards_keep_slacks_pace_per_channel(environment, slack, tmp_path):
+    # Slack takes about one message per second per channel; here both sides agree on five.
+    environment["ACCESSGATE_SLACK_CHANNEL_MESSAGES_PER_SECOND"] = "5"
+    slack.pace_channels(5.0, burst=1)
+    with (
+        running_server(environment, free_port(), tmp_path / "serve.log") as server,
+        set_up_gateway(environment, server) as gateway,
+    ):
+        gateway.wait_for_state("connected")
+        sessions = [gateway.open_session(f"select {n}") for n in range(8)]
+
+        for session in sessions:
+            card_of(slack, session)
+
+    assert slack.pacing_violations == 0
+    posted = sorted(m.posted_at for m in slack.messages(CHANNEL))
+    assert len(posted) == 8

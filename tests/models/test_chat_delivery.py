@@ -1,0 +1,208 @@
+"""Outbox leases and posted messages: what keeps cards from being lost or posted twice."""
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+
+import pytest
+from sqlmodel import select
+
+from models import errors
+from models.chat_delivery import (
+    LEASE,
+    ChatMessage,
+    ChatMessageKind,
+    card_channels,
+    card_key,
+    delivered_keys,
+    lease_deliverable_events,
+    mark_delivered,
+    postpone,
+    remember_message,
+)
+from models.clock import utc_now
+from models.connection_service import create_connection
+from models.connections import ConnectionCreate
+from models.db import session_scope
+from models.outbox import OutboxEvent, on_committed_events
+from models.plugin_service import create_plugin
+from models.plugins import PluginConnectionIn, PluginCreate, PluginName
+from models.review_machine import Decision
+from models.review_service import update_review
+from models.reviews import ReviewDecisionRequest
+from models.rule_service import create_rule
+from models.rules import AccessRequestRuleIn
+from models.sealing import SecretBox
+from models.session_service import open_session
+from models.sessions import SessionCreate
+from models.user_service import upsert_user
+
+pytestmark = pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
+
+
+def open_reviews(engine, count: int) -> list:
+    """``count`` pending reviews on connection ``db``; returns their ids and the people."""
+    with session_scope(engine) as session:
+        admin = upsert_user(session=session, sub="admin", groups=["admin"])
+        owner = upsert_user(session=session, sub="owner", groups=["dev"])
+        reviewer = upsert_user(session=session, sub="reviewer", groups=["dba"])
+        create_connection(
+            session=session, actor=admin, request=ConnectionCreate(name="db", type="database")
+        )
+        create_rule(
+            session=session,
+            actor=admin,
+            request=AccessRequestRuleIn(name="all", connections=["db"], approval_groups=["dba"]),
+        )
+        review_ids = [
+            open_session(
+                session=session, owner=owner, request=SessionCreate(connection="db"), now=utc_now()
+            ).review.id  # type: ignore[union-attr]
+            for _ in range(count)
+        ]
+    return [review_ids, admin, reviewer]
+
+
+def lease(engine, *, now=None, limit=100, skip=()):
+    with session_scope(engine) as session:
+        return lease_deliverable_events(
+            session=session, now=now or utc_now(), limit=limit, skip_reviews=list(skip)
+        )
+
+
+def approve(engine, review_id, reviewer) -> None:
+    with session_scope(engine) as session:
+        update_review(
+            session=session,
+            review_ref=str(review_id),
+            actor=reviewer,
+            request=ReviewDecisionRequest(status=Decision.APPROVED),
+            now=utc_now(),
+        )
+
+
+def test_events_of_one_review_are_offered_one_at_a_time_oldest_first(engine):
+    (review_id, *_), _admin, reviewer = open_reviews(engine, 1)
+    approve(engine, review_id, reviewer)
+
+    first = lease(engine)
+    assert [e.kind for e in first] == ["review.created"]
+    assert lease(engine) == [], "the update waits while the card is being posted"
+    with session_scope(engine) as session:
+        mark_delivered(session=session, event_id=first[0].id, now=utc_now())
+
+    second = lease(engine)
+    assert [e.kind for e in second] == ["review.updated"]
+    assert second[0].payload["status"] == "APPROVED"
+
+
+def test_a_leased_event_is_not_offered_again_until_its_lease_runs_out(engine):
+    review_ids, *_ = open_reviews(engine, 3)
+
+    taken = lease(engine)
+
+    assert {e.review_id for e in taken} == set(review_ids)
+    assert lease(engine) == [], "leased events are someone's to deliver"
+    again = lease(engine, now=utc_now() + LEASE + timedelta(seconds=1))
+    assert {e.id for e in again} == {e.id for e in taken}, "a crashed deliverer's lease ends"
+
+
+def test_two_deliverers_leasing_at_once_share_the_events_without_overlap(engine):
+    review_ids, *_ = open_reviews(engine, 40)
+    start = threading.Barrier(2)
+
+    def deliverer(_):
+        start.wait()
+        return [event.id for event in lease(engine, limit=40)]
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        first, second = pool.map(deliverer, range(2))
+
+    assert set(first).isdisjoint(second)
+    assert len(first) + len(second) == len(review_ids)
+
+
+def test_a_postponed_event_waits_for_its_backoff_and_counts_the_attempt(engine):
+    open_reviews(engine, 1)
+    (event,) = lease(engine)
+    with session_scope(engine) as session:
+        postpone(
+            session=session,
+            event_id=event.id,
+            now=utc_now(),
+            delay=timedelta(seconds=30),
+            error="SlackApiError: ratelimited",
+        )
+
+    assert lease(engine) == []
+    (retried,) = lease(engine, now=utc_now() + timedelta(seconds=31))
+    assert (retried.id, retried.attempts) == (event.id, 1)
+    with session_scope(engine) as session:
+        row = session.get_one(OutboxEvent, event.id)
+        assert row.last_error == "SlackApiError: ratelimited"
+        assert row.delivered_at is None
+
+
+def test_a_message_is_remembered_once_by_its_delivery_key(engine):
+    (review_id,), *_ = open_reviews(engine, 1)
+    key = card_key(review_id, "C0DBA")
+
+    for ts in ("1700000000.000100", "1700000000.000200"):
+        with session_scope(engine) as session:
+            remember_message(
+                session=session,
+                delivery_key=key,
+                review_id=review_id,
+                kind=ChatMessageKind.CARD,
+                channel="C0DBA",
+                ts=ts,
+                now=utc_now(),
+            )
+
+    with session_scope(engine) as session:
+        assert delivered_keys(session=session, keys=[key, card_key(review_id, "C0X")]) == {key}
+        (message,) = session.exec(select(ChatMessage)).all()
+        assert message.ts == "1700000000.000100", "the first card stays the card"
+
+
+def test_cards_go_to_the_connections_channels_and_the_default_channel(engine):
+    (review_id,), admin, _reviewer = open_reviews(engine, 1)
+    with session_scope(engine) as session:
+        create_plugin(
+            session=session,
+            actor=admin,
+            request=PluginCreate(
+                name=PluginName.CHAT,
+                connections=[PluginConnectionIn(name="db", config=["C0DBA", "C0OPS"])],
+            ),
+            secret_box=SecretBox(b"k" * 32),
+        )
+
+    with session_scope(engine) as session:
+        assert card_channels(session=session, review_id=review_id, default_channel="C0ALL") == [
+            "C0DBA",
+            "C0OPS",
+            "C0ALL",
+        ]
+        assert card_channels(session=session, review_id=review_id, default_channel="C0DBA") == [
+            "C0DBA",
+            "C0OPS",
+        ]
+
+
+def test_committed_events_wake_listeners_and_rolled_back_ones_do_not(engine):
+    woken = []
+    remove = on_committed_events(lambda: woken.append(1))
+    try:
+        review_ids, _admin, reviewer = open_reviews(engine, 2)
+        woken_by_setup = len(woken)
+        assert woken_by_setup >= 1
+        with session_scope(engine) as session:
+            outsider = upsert_user(session=session, sub="outsider", groups=["qa"])
+        with pytest.raises(errors.NotAReviewer):
+            approve(engine, review_ids[0], outsider)
+        assert len(woken) == woken_by_setup, "a refused decision writes no event"
+        approve(engine, review_ids[0], reviewer)
+        assert len(woken) == woken_by_setup + 1
+    finally:
+        remove()
