@@ -167,14 +167,14 @@ def gateway(environment, server, slack) -> Iterator[Gateway]:
         yield gateway
 
 
-def card_of(slack: SlackServer, session: dict, channel: str = CHANNEL):
+def card_of(slack: SlackServer, session: dict, channel: str = CHANNEL, timeout: float = 10):
     """The one card of this session's review in ``channel`` (waits for it)."""
     review_id = session["review"]["id"]
 
     def cards():
         return [m for m in slack.messages(channel) if review_id in text_of(m)]
 
-    slack.wait_for(lambda: cards(), message=f"no card for review {review_id} in {channel}")
+    slack.wait_for(cards, timeout, message=f"no card for review {review_id} in {channel}")
     found = cards()
     assert len(found) == 1, f"{len(found)} cards for one review in {channel}"
     return found[0]
@@ -487,19 +487,20 @@ def test_an_unreachable_slack_is_stored_and_retried(gateway, slack):
 
 
 def test_slack_429_and_500_lose_and_duplicate_nothing(gateway, slack):
-    slack.fail_next("chat.postMessage", status=429, retry_after=1, times=4)
-    slack.fail_next("chat.postMessage", status=500, times=4)
+    slack.fail_next("chat.postMessage", status=429, retry_after=1, times=3)
+    slack.fail_next("chat.postMessage", status=500, times=3)
     slack.fail_next("chat.update", status=500, times=3)
 
     sessions = [gateway.open_session(f"select {n}") for n in range(5)]
-    cards = [card_of(slack, session) for session in sessions]
+    # The client retries twice on its own, then the outbox backs off: allow for both.
+    cards = [card_of(slack, session, timeout=40) for session in sessions]
     slack.click(REVIEWER, cards[0], "review.approve")
 
     wait_for_text(slack, CHANNEL, cards[0].ts, "APPROVED")
     assert len(slack.messages(CHANNEL)) == 5
     assert len({m.ts for m in slack.messages(CHANNEL)}) == 5
     refused = [c for c in slack.calls_to("chat.postMessage") if c.status in (429, 500)]
-    assert len(refused) == 8
+    assert len(refused) == 6
 
 
 def test_undelivered_events_are_delivered_once_after_a_restart(environment, slack, tmp_path):
