@@ -140,44 +140,40 @@ def mark_delivered(
     *, session: Session, event_id: int, now: datetime, note: str | None = None
 ) -> None:
     """The event is done (``note`` says what could not be delivered and will not be retried)."""
-    with write_transaction(session):
-        session.connection().execute(
-            update(OutboxEvent)
-            .where(col(OutboxEvent.id) == event_id)
-            .values(
-                delivered_at=now,
-                leased_until=None,
-                last_error=None if note is None else note[:MAX_ERROR_LENGTH],
-            )
-        )
+    _end_lease(
+        session,
+        [event_id],
+        delivered_at=now,
+        last_error=None if note is None else note[:MAX_ERROR_LENGTH],
+    )
 
 
 def postpone(
     *, session: Session, event_id: int, now: datetime, delay: timedelta, error: str
 ) -> None:
     """Delivery failed for now: count the attempt and try again after ``delay``."""
-    with write_transaction(session):
-        session.connection().execute(
-            update(OutboxEvent)
-            .where(col(OutboxEvent.id) == event_id)
-            .values(
-                attempts=OutboxEvent.attempts + 1,
-                last_error=error[:MAX_ERROR_LENGTH],
-                next_attempt_at=now + delay,
-                leased_until=None,
-            )
-        )
+    _end_lease(
+        session,
+        [event_id],
+        attempts=OutboxEvent.attempts + 1,
+        last_error=error[:MAX_ERROR_LENGTH],
+        next_attempt_at=now + delay,
+    )
 
 
 def release_leases(*, session: Session, event_ids: Sequence[int]) -> None:
     """Give events back without counting an attempt (the deliverer is stopping)."""
-    if not event_ids:
-        return
+    if event_ids:
+        _end_lease(session, event_ids)
+
+
+def _end_lease(session: Session, event_ids: Sequence[int], **changes: object) -> None:
+    """Drop the lease of undelivered events, applying ``changes`` to them in one transaction."""
     with write_transaction(session):
         session.connection().execute(
             update(OutboxEvent)
             .where(col(OutboxEvent.id).in_(event_ids), col(OutboxEvent.delivered_at).is_(None))
-            .values(leased_until=None)
+            .values(leased_until=None, **changes)
         )
 
 

@@ -1,5 +1,6 @@
 """The chat bot's doors into the API: its status, account linking, and Slack's HTTP mode."""
 
+import dataclasses
 from datetime import datetime
 from typing import Annotated
 
@@ -48,16 +49,7 @@ def chat_status(user: CurrentUser, chat: ChatDep) -> ChatStatusPublic:
     require_admin(user)
     if chat is None:
         raise errors.NotConfigured("this process does not run the chat bot")
-    status = chat.status()
-    return ChatStatusPublic(
-        state=status.state,
-        mode=status.mode,
-        team=status.team,
-        team_id=status.team_id,
-        bot_user_id=status.bot_user_id,
-        last_error=status.last_error,
-        since=status.since,
-    )
+    return ChatStatusPublic(**dataclasses.asdict(chat.status()))
 
 
 class ChatLinkIn(RequestBody):

@@ -35,7 +35,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, Literal, Self, TypeVar
+from typing import Any, Literal, Self, TypedDict, TypeVar, Unpack
 from urllib.parse import parse_qsl, urlencode
 
 import httpx
@@ -50,6 +50,24 @@ from starlette.websockets import WebSocket
 JSONDict = dict[str, Any]
 T = TypeVar("T")
 Via = Literal["socket", "http"]
+
+
+class Delivery(TypedDict, total=False):
+    """How an action reaches the app: over Socket Mode (default) or as a signed HTTP request.
+
+    ``app_token`` / ``team_id`` pick the app; ``http_url`` and ``signing_secret`` are for
+    ``via="http"``, where ``timestamp`` and ``signature`` override the computed headers (to send
+    a stale or forged request).
+    """
+
+    via: Via
+    http_url: str | None
+    signing_secret: str | None
+    app_token: str | None
+    team_id: str | None
+    timestamp: str | int | None
+    signature: str | None
+
 
 # Limits Slack enforces (https://docs.slack.dev/reference/block-kit/...).
 MAX_MESSAGE_BLOCKS = 50
@@ -1185,6 +1203,18 @@ class SlackServer:
 
     # ---- acting as a user ------------------------------------------------------------------
 
+    def _routed(self, delivery: Delivery) -> tuple[_App, _Route]:
+        app = self._pick_app(delivery.get("app_token"), delivery.get("team_id"))
+        route = self._route(
+            app,
+            delivery.get("via", "socket"),
+            delivery.get("http_url"),
+            delivery.get("signing_secret"),
+            delivery.get("timestamp"),
+            delivery.get("signature"),
+        )
+        return app, route
+
     def _pick_app(self, app_token: str | None, team_id: str | None) -> _App:
         if app_token is not None:
             return self._app_for_token(app_token)
@@ -1339,13 +1369,7 @@ class SlackServer:
         action_id: str,
         *,
         value: str | None = None,
-        via: Via = "socket",
-        http_url: str | None = None,
-        signing_secret: str | None = None,
-        app_token: str | None = None,
-        team_id: str | None = None,
-        timestamp: str | int | None = None,
-        signature: str | None = None,
+        **delivery: Unpack[Delivery],
     ) -> Ack:
         """Click a button (found by action_id, and value if given) on a message, an ephemeral
         message (a dict from ``ephemerals()``) or a view; LookupError if there is none."""
@@ -1355,13 +1379,7 @@ class SlackServer:
                 message,
                 action_id,
                 value=value,
-                via=via,
-                http_url=http_url,
-                signing_secret=signing_secret,
-                app_token=app_token,
-                team_id=team_id,
-                timestamp=timestamp,
-                signature=signature,
+                **delivery,
             )
         )
 
@@ -1372,17 +1390,10 @@ class SlackServer:
         action_id: str,
         *,
         value: str | None = None,
-        via: Via = "socket",
-        http_url: str | None = None,
-        signing_secret: str | None = None,
-        app_token: str | None = None,
-        team_id: str | None = None,
-        timestamp: str | int | None = None,
-        signature: str | None = None,
+        **delivery: Unpack[Delivery],
     ) -> Future[Ack]:
         with self._cond:
-            app = self._pick_app(app_token, team_id)
-            route = self._route(app, via, http_url, signing_secret, timestamp, signature)
+            app, route = self._routed(delivery)
             payload, _ = self._block_actions_payload(app, user_id, message, action_id, value)
         return self._submit(self._deliver(app, "interactive", payload, route, False))
 
@@ -1391,14 +1402,7 @@ class SlackServer:
         user_id: str,
         view_id_or_view: str | JSONDict,
         values: dict[str, dict[str, Any]] | None = None,
-        *,
-        via: Via = "socket",
-        http_url: str | None = None,
-        signing_secret: str | None = None,
-        app_token: str | None = None,
-        team_id: str | None = None,
-        timestamp: str | int | None = None,
-        signature: str | None = None,
+        **delivery: Unpack[Delivery],
     ) -> Ack:
         """Submit a modal with ``values`` = ``{block_id: {action_id: value}}``.
 
@@ -1406,37 +1410,23 @@ class SlackServer:
         keeps it, "update" replaces it, "push" stacks a new one, "clear" closes them all.
         """
         return self._wait(
-            self.submit_submit_view(
+            self.submit_view_async(
                 user_id,
                 view_id_or_view,
                 values,
-                via=via,
-                http_url=http_url,
-                signing_secret=signing_secret,
-                app_token=app_token,
-                team_id=team_id,
-                timestamp=timestamp,
-                signature=signature,
+                **delivery,
             )
         )
 
-    def submit_submit_view(
+    def submit_view_async(
         self,
         user_id: str,
         view_id_or_view: str | JSONDict,
         values: dict[str, dict[str, Any]] | None = None,
-        *,
-        via: Via = "socket",
-        http_url: str | None = None,
-        signing_secret: str | None = None,
-        app_token: str | None = None,
-        team_id: str | None = None,
-        timestamp: str | int | None = None,
-        signature: str | None = None,
+        **delivery: Unpack[Delivery],
     ) -> Future[Ack]:
         with self._cond:
-            app = self._pick_app(app_token, team_id)
-            route = self._route(app, via, http_url, signing_secret, timestamp, signature)
+            app, route = self._routed(delivery)
             if isinstance(view_id_or_view, str):
                 view_id = view_id_or_view
             else:
@@ -1475,13 +1465,7 @@ class SlackServer:
         *,
         channel_id: str = "C0GENERAL",
         command: str = "/accessgate",
-        via: Via = "socket",
-        http_url: str | None = None,
-        signing_secret: str | None = None,
-        app_token: str | None = None,
-        team_id: str | None = None,
-        timestamp: str | int | None = None,
-        signature: str | None = None,
+        **delivery: Unpack[Delivery],
     ) -> Ack:
         """Run ``{command} {text}`` in ``channel_id``; the ack's payload is the app's reply."""
         return self._wait(
@@ -1490,13 +1474,7 @@ class SlackServer:
                 text,
                 channel_id=channel_id,
                 command=command,
-                via=via,
-                http_url=http_url,
-                signing_secret=signing_secret,
-                app_token=app_token,
-                team_id=team_id,
-                timestamp=timestamp,
-                signature=signature,
+                **delivery,
             )
         )
 
@@ -1507,17 +1485,10 @@ class SlackServer:
         *,
         channel_id: str = "C0GENERAL",
         command: str = "/accessgate",
-        via: Via = "socket",
-        http_url: str | None = None,
-        signing_secret: str | None = None,
-        app_token: str | None = None,
-        team_id: str | None = None,
-        timestamp: str | int | None = None,
-        signature: str | None = None,
+        **delivery: Unpack[Delivery],
     ) -> Future[Ack]:
         with self._cond:
-            app = self._pick_app(app_token, team_id)
-            route = self._route(app, via, http_url, signing_secret, timestamp, signature)
+            app, route = self._routed(delivery)
             user = self._user_object(app, user_id)
             payload: JSONDict = {
                 "token": app.verification_token,
@@ -1539,44 +1510,23 @@ class SlackServer:
     def open_app_home(
         self,
         user_id: str,
-        *,
-        via: Via = "socket",
-        http_url: str | None = None,
-        signing_secret: str | None = None,
-        app_token: str | None = None,
-        team_id: str | None = None,
-        timestamp: str | int | None = None,
-        signature: str | None = None,
+        **delivery: Unpack[Delivery],
     ) -> Ack:
         """The user opens the app's Home tab (an ``app_home_opened`` event)."""
         return self._wait(
             self.submit_open_app_home(
                 user_id,
-                via=via,
-                http_url=http_url,
-                signing_secret=signing_secret,
-                app_token=app_token,
-                team_id=team_id,
-                timestamp=timestamp,
-                signature=signature,
+                **delivery,
             )
         )
 
     def submit_open_app_home(
         self,
         user_id: str,
-        *,
-        via: Via = "socket",
-        http_url: str | None = None,
-        signing_secret: str | None = None,
-        app_token: str | None = None,
-        team_id: str | None = None,
-        timestamp: str | int | None = None,
-        signature: str | None = None,
+        **delivery: Unpack[Delivery],
     ) -> Future[Ack]:
         with self._cond:
-            app = self._pick_app(app_token, team_id)
-            route = self._route(app, via, http_url, signing_secret, timestamp, signature)
+            app, route = self._routed(delivery)
             channel = self.dm_channel_id(user_id)
             self._dm_users[channel] = user_id
             now = time.time()
