@@ -277,17 +277,22 @@ async def _decide_review(
     request: ReviewDecisionRequest,
 ) -> None:
     bot: BotContext = context["bot"]
-    actor = await _acting_user(context, client, chat_id)
-    await bot.database.run(
-        lambda s: update_review(
-            session=s,
+
+    def decide(session: Session, actor: User | None = None) -> None:
+        update_review(
+            session=session,
             review_ref=str(review_id),
-            actor=actor,
+            actor=actor or linked_user(session=session, chat_id=chat_id),
             request=request,
             now=utc_now(),
             door=Door.SLACK,
         )
-    )
+
+    try:  # one trip to the database for a linked user, the usual case
+        await bot.database.run(decide)
+    except errors.ChatUserNotLinked:
+        actor = await _matched_by_email(context, client, chat_id)
+        await bot.database.run(lambda s: decide(s, actor))
 
 
 async def _acting_user(context: AsyncBoltContext, client: AsyncWebClient, chat_id: str) -> User:
@@ -296,15 +301,23 @@ async def _acting_user(context: AsyncBoltContext, client: AsyncWebClient, chat_i
     try:
         return await bot.database.run(lambda s: linked_user(session=s, chat_id=chat_id))
     except errors.ChatUserNotLinked:
-        if not bot.match_email:
-            raise
+        return await _matched_by_email(context, client, chat_id)
+
+
+async def _matched_by_email(
+    context: AsyncBoltContext, client: AsyncWebClient, chat_id: str
+) -> User:
+    """Link an unlinked Slack user by verified e-mail, if the organization opted in."""
+    bot: BotContext = context["bot"]
+    if not bot.match_email:
+        raise errors.ChatUserNotLinked("this chat account is not linked to a gateway user")
     email = await _verified_email(client, chat_id)
     matched = await bot.database.run(
         lambda s: link_by_verified_email(session=s, chat_id=chat_id, email=email)
     )
     if matched is None:
         raise errors.ChatUserNotLinked("no gateway user has this Slack account's e-mail address")
-    return await bot.database.run(lambda s: linked_user(session=s, chat_id=chat_id))
+    return matched  # only active users are matched
 
 
 async def _verified_email(client: AsyncWebClient, chat_id: str) -> str:

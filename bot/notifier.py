@@ -20,6 +20,7 @@ import dataclasses
 import logging
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 
 import aiohttp
@@ -33,6 +34,7 @@ from bot.database import Database
 from bot.pacing import ChannelPacer
 from bot.slack_api import is_token_refusal
 from models.chat_delivery import (
+    ChatMessage,
     ChatMessageKind,
     LeasedEvent,
     card_channels,
@@ -81,8 +83,14 @@ PERMANENT_ERRORS = frozenset(
 )
 
 
-class SlackRefusedToken(Exception):
-    """Slack refused the bot token mid-delivery: the configuration needs an admin."""
+@dataclass(frozen=True)
+class DeliveryState:
+    """What the database says about one event's delivery, read before talking to Slack."""
+
+    facts: ReviewCardFacts
+    channels: list[str]  # where a new review's cards go
+    cards: list[ChatMessage]  # the cards already posted, to rewrite
+    delivered: set[str]  # delivery keys whose message is already posted
 
 
 class Notifier:
@@ -200,36 +208,51 @@ class Notifier:
         """Deliver one event; return a note on what was skipped for good, if anything."""
         if utc_now() - event.created_at > STALE_AFTER:
             return "not delivered: older than a day when the bot reached it"
-        facts = await self._database.run(
-            lambda s: review_card_facts(
-                session=s, review_id=event.review_id, api_base_url=self._api_base_url
-            )
-        )
-        if facts is None:
+        state = await self._database.run(lambda s: self._read_state(s, event))
+        if state is None:
             return "not delivered: the review no longer exists"
         if event.kind == EventKind.REVIEW_CREATED:
-            return await self._post_cards(facts)
-        notes = [await self._rewrite_cards(facts)]
+            return await self._post_cards(state)
+        notes = [await self._rewrite_cards(state)]
         entered = ReviewStatus(str(event.payload.get("status")))
         before = event.payload.get("status_before")
         if entered in FINAL_DECISIONS and before != entered:
-            notes.append(await self._direct_message(event, facts, entered))
+            notes.append(await self._direct_message(event, state, entered))
         return "; ".join(note for note in notes if note) or None
 
-    async def _post_cards(self, facts: ReviewCardFacts) -> str | None:
-        def targets(session: Session) -> tuple[list[str], set[str]]:
+    def _read_state(self, session: Session, event: LeasedEvent) -> DeliveryState | None:
+        """Everything delivering ``event`` needs from the database, in one worker-thread trip."""
+        facts = review_card_facts(
+            session=session, review_id=event.review_id, api_base_url=self._api_base_url
+        )
+        if facts is None:
+            return None
+        if event.kind == EventKind.REVIEW_CREATED:
             channels = card_channels(
-                session=session, review_id=facts.review_id, default_channel=self._default_channel
+                session=session, review_id=event.review_id, default_channel=self._default_channel
             )
-            keys = [card_key(facts.review_id, channel) for channel in channels]
-            return channels, delivered_keys(session=session, keys=keys)
+            cards = []
+            keys = [card_key(event.review_id, channel) for channel in channels]
+        else:
+            channels = []
+            cards = posted_messages(
+                session=session, review_id=event.review_id, kind=ChatMessageKind.CARD
+            )
+            keys = [direct_message_key(event.id)]
+        return DeliveryState(
+            facts=facts,
+            channels=channels,
+            cards=cards,
+            delivered=delivered_keys(session=session, keys=keys),
+        )
 
-        channels, done = await self._database.run(targets)
+    async def _post_cards(self, state: DeliveryState) -> str | None:
+        facts = state.facts
         blocks, text = review_card(facts), review_card_text(facts)
         notes = []
-        for channel in channels:
+        for channel in state.channels:
             key = card_key(facts.review_id, channel)
-            if key in done:
+            if key in state.delivered:
                 continue
             try:
                 async with self._pacer.turn(channel):
@@ -243,15 +266,10 @@ class Notifier:
             await self._remember(key, facts.review_id, ChatMessageKind.CARD, answer)
         return "; ".join(notes) or None
 
-    async def _rewrite_cards(self, facts: ReviewCardFacts) -> str | None:
-        cards = await self._database.run(
-            lambda s: posted_messages(
-                session=s, review_id=facts.review_id, kind=ChatMessageKind.CARD
-            )
-        )
-        blocks, text = review_card(facts), review_card_text(facts)
+    async def _rewrite_cards(self, state: DeliveryState) -> str | None:
+        blocks, text = review_card(state.facts), review_card_text(state.facts)
         notes = []
-        for card in cards:
+        for card in state.cards:
             try:
                 await self._client.chat_update(
                     channel=card.channel, ts=card.ts, text=text, blocks=blocks
@@ -261,13 +279,13 @@ class Notifier:
         return "; ".join(notes) or None
 
     async def _direct_message(
-        self, event: LeasedEvent, facts: ReviewCardFacts, entered: ReviewStatus
+        self, event: LeasedEvent, state: DeliveryState, entered: ReviewStatus
     ) -> str | None:
+        facts = state.facts
         if not facts.requester_chat_id:
             return "no direct message: the requester has not linked a Slack account"
         key = direct_message_key(event.id)
-        done = await self._database.run(lambda s: delivered_keys(session=s, keys=[key]))
-        if done:
+        if key in state.delivered:
             return None
         # The message tells of the decision this event records, even if a later one followed.
         text, blocks = decision_dm(dataclasses.replace(facts, status=entered))

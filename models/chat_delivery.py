@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from sqlalchemy import String, and_, exists, or_, update
+from sqlalchemy import String, exists, or_, update
 from sqlalchemy.orm import aliased
 from sqlmodel import Field, Session, SQLModel, col, select
 
 from models.db import UTCDateTime, enum_column, flush_or_conflict, new_id, write_transaction
 from models.errors import Conflict
-from models.outbox import OutboxEvent
+from models.outbox import EventKind, OutboxEvent
 from models.plugin_service import plugin_connection_config
 from models.plugins import PluginName
 from models.reviews import Review
@@ -72,6 +72,12 @@ class LeasedEvent:
     attempts: int
 
 
+LEASED_COLUMNS = [
+    OutboxEvent.__table__.c[name]  # type: ignore[attr-defined]
+    for name in ("id", "kind", "review_id", "payload", "created_at", "attempts")
+]
+
+
 def lease_deliverable_events(
     *, session: Session, now: datetime, limit: int, skip_reviews: Sequence[uuid.UUID] = ()
 ) -> list[LeasedEvent]:
@@ -82,6 +88,9 @@ def lease_deliverable_events(
         col(older.delivered_at).is_(None),
         col(older.id) < col(OutboxEvent.id),
     )
+    lease_is_free = or_(
+        col(OutboxEvent.leased_until).is_(None), col(OutboxEvent.leased_until) <= now
+    )
     due = (
         select(OutboxEvent.id)
         .where(
@@ -90,7 +99,7 @@ def lease_deliverable_events(
             or_(
                 col(OutboxEvent.next_attempt_at).is_(None), col(OutboxEvent.next_attempt_at) <= now
             ),
-            or_(col(OutboxEvent.leased_until).is_(None), col(OutboxEvent.leased_until) <= now),
+            lease_is_free,
             ~older_pending,
         )
         .order_by(col(OutboxEvent.id))
@@ -98,42 +107,39 @@ def lease_deliverable_events(
     )
     if skip_reviews:
         due = due.where(col(OutboxEvent.review_id).not_in(skip_reviews))
-    candidates: list[int] = [event_id for event_id in session.exec(due) if event_id is not None]
+    candidates = [event_id for event_id in session.exec(due) if event_id is not None]
     if not candidates:
         session.rollback()  # end the read transaction: SQLite readers pin the WAL
         return []
-    leased: list[LeasedEvent] = []
     with write_transaction(session):
-        for event_id in candidates:
-            # The lease is taken only if nobody took it since the read: one row, one winner.
-            taken = session.connection().execute(
+        # Leases are taken only where nobody took one since the read: each row has one winner
+        # (PostgreSQL re-checks the condition on rows another transaction just leased).
+        taken = (
+            session.connection()
+            .execute(
                 update(OutboxEvent)
                 .where(
-                    and_(
-                        col(OutboxEvent.id) == event_id,
-                        col(OutboxEvent.delivered_at).is_(None),
-                        or_(
-                            col(OutboxEvent.leased_until).is_(None),
-                            col(OutboxEvent.leased_until) <= now,
-                        ),
-                    )
+                    col(OutboxEvent.id).in_(candidates),
+                    col(OutboxEvent.delivered_at).is_(None),
+                    lease_is_free,
                 )
                 .values(leased_until=now + LEASE)
+                .returning(*LEASED_COLUMNS)
             )
-            if taken.rowcount == 1:
-                row = session.get_one(OutboxEvent, event_id)
-                assert row.review_id is not None
-                leased.append(
-                    LeasedEvent(
-                        id=event_id,
-                        kind=row.kind.value,
-                        review_id=row.review_id,
-                        payload=dict(row.payload),
-                        created_at=row.created_at,
-                        attempts=row.attempts,
-                    )
-                )
-    return leased
+            .all()
+        )
+    leased = [
+        LeasedEvent(
+            id=row.id,
+            kind=EventKind(row.kind).value,
+            review_id=row.review_id,
+            payload=dict(row.payload),
+            created_at=row.created_at,
+            attempts=row.attempts,
+        )
+        for row in taken
+    ]
+    return sorted(leased, key=lambda event: event.id)
 
 
 def mark_delivered(

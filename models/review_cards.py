@@ -11,7 +11,8 @@ from datetime import datetime
 from sqlmodel import Session, col, select
 
 from models.review_machine import ReviewStatus
-from models.reviews import Review, ReviewGroup, ReviewType
+from models.review_service import review_views
+from models.reviews import Review, ReviewGroupPublic, ReviewType
 from models.sessions import GatewaySession
 from models.users import User
 
@@ -67,21 +68,10 @@ def review_card_facts(
     if row is None:
         return None
     review, gateway_session, requester = row
-    entries = session.exec(
-        select(ReviewGroup)
-        .where(ReviewGroup.review_id == review.id)
-        .order_by(col(ReviewGroup.group))
-    ).all()
-    people_ids = {e.reviewed_by_id for e in entries if e.reviewed_by_id} | (
-        {review.ended_by_id} if review.ended_by_id else set()
-    )
-    people = (
-        {u.id: u for u in session.exec(select(User).where(col(User.id).in_(people_ids)))}
-        if people_ids
-        else {}
-    )
-    window = review.time_window["configuration"] if review.time_window else None
-    ended_by = people.get(review.ended_by_id) if review.ended_by_id else None
+    # The entries as the API shows them, reviewers included: one way to read them.
+    view = review_views(session, [review])[0]
+    ended_by = session.get(User, review.ended_by_id) if review.ended_by_id else None
+    window = view.time_window.configuration if view.time_window else None
     return ReviewCardFacts(
         review_id=review.id,
         session_id=review.session_id,
@@ -94,7 +84,7 @@ def review_card_facts(
         connection_name=review.connection_name,
         script=gateway_session.script,
         created_at=review.created_at,
-        groups=tuple(_group_line(entry, people) for entry in entries),
+        groups=tuple(_group_line(entry) for entry in view.review_groups_data),
         force_approval_groups=tuple(review.force_approval_groups),
         min_approvals=review.min_approvals,
         time_window=None if window is None else (window["start_time"], window["end_time"]),
@@ -106,13 +96,13 @@ def review_card_facts(
     )
 
 
-def _group_line(entry: ReviewGroup, people: dict[uuid.UUID, User]) -> GroupLine:
-    reviewer = people.get(entry.reviewed_by_id) if entry.reviewed_by_id else None
+def _group_line(entry: ReviewGroupPublic) -> GroupLine:
+    reviewer = entry.reviewed_by
     return GroupLine(
         group=entry.group,
         status=entry.status,
         reviewed_by_name=None if reviewer is None else (reviewer.name or reviewer.email),
-        reviewed_by_chat_id=None if reviewer is None else reviewer.chat_id,
+        reviewed_by_chat_id=None if reviewer is None else (reviewer.chat_id or None),
         reviewed_at=entry.review_date,
         forced=entry.forced_review,
     )
