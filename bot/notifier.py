@@ -6,7 +6,11 @@ For each event, oldest first per review (``models.chat_delivery`` keeps that rul
   default channel. Each posted card's channel and ts are stored before anything else happens,
   so a retry posts only the cards still missing.
 - ``review.updated``: rewrite every stored card of the review with its current state; on a
-  final decision (approved, rejected, revoked) DM the requester once.
+  final decision (approved, rejected, revoked) queue a ``chat.direct_message`` event in the
+  transaction that marks this one delivered.
+- ``chat.direct_message``: DM the requester, at the pace of their DM channel. These go in a lane
+  of their own (own order, own slots): fifty decisions for one requester wait for their turns
+  in the outbox, not in front of anybody's cards.
 
 A card is always rendered from the review as it is now, so the order cards and decisions meet
 in does not matter. A delivery Slack cannot take now (429 beyond the client's own retries, 5xx,
@@ -20,7 +24,7 @@ import dataclasses
 import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 import aiohttp
@@ -34,6 +38,8 @@ from bot.database import Database
 from bot.pacing import ChannelPacer
 from bot.slack_api import is_token_refusal
 from models.chat_delivery import (
+    CARD_KINDS,
+    DIRECT_MESSAGE_KINDS,
     ChatMessage,
     ChatMessageKind,
     LeasedEvent,
@@ -47,6 +53,7 @@ from models.chat_delivery import (
     postpone,
     release_leases,
     remember_message,
+    reschedule,
 )
 from models.clock import utc_now
 from models.outbox import EventKind
@@ -55,7 +62,11 @@ from models.review_machine import ReviewStatus
 
 logger = logging.getLogger("accessgate.bot.notifier")
 
-MAX_IN_FLIGHT = 200
+# Cards and direct messages have slots of their own, so a requester's DMs waiting for their
+# turn never hold back anyone's cards.
+CARD_SLOTS = 200
+DM_SLOTS = 50
+MAX_PACING_WAIT_SECONDS = 1.5
 POLL_SECONDS = 1.0  # other processes' events; this process's own wake the notifier at once
 FIRST_RETRY_SECONDS = 2.0
 MAX_RETRY_SECONDS = 300.0
@@ -81,6 +92,31 @@ PERMANENT_ERRORS = frozenset(
         "restricted_action",
     }
 )
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What delivering an event came to."""
+
+    note: str | None  # what could not be delivered and will not be retried
+    direct_message: tuple[uuid.UUID, str] | None = None  # (review, status) to tell the requester
+
+
+class NotYourTurn(Exception):
+    """The message's turn in Slack's pace is ``seconds`` away: come back then."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"next turn in {seconds:.1f} s")
+        self.seconds = seconds
+
+
+@dataclass
+class Lane:
+    """Events delivered in order per review, with slots of their own."""
+
+    kinds: tuple[EventKind, ...]
+    slots: int
+    in_flight: set[int] = field(default_factory=set)  # event ids being delivered
 
 
 @dataclass(frozen=True)
@@ -113,7 +149,8 @@ class Notifier:
         self._default_channel = default_channel
         self._on_token_refused = on_token_refused
         self._wake = asyncio.Event()
-        self._in_flight: dict[uuid.UUID, int] = {}  # review id -> event id being delivered
+        self._lanes = (Lane(CARD_KINDS, CARD_SLOTS), Lane(DIRECT_MESSAGE_KINDS, DM_SLOTS))
+        self._dm_channels: dict[str, str] = {}  # Slack user id -> their DM channel with the bot
         self._tasks: set[asyncio.Task[None]] = set()
         self._loop_task: asyncio.Task[None] | None = None
 
@@ -133,48 +170,60 @@ class Notifier:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        leased = list(self._in_flight.values())
-        self._in_flight.clear()
+        leased = [event_id for lane in self._lanes for event_id in lane.in_flight]
+        for lane in self._lanes:
+            lane.in_flight.clear()
         await self._database.run(lambda s: release_leases(session=s, event_ids=leased))
 
     async def _deliver_forever(self) -> None:
         while True:
             self._wake.clear()
-            free = MAX_IN_FLIGHT - len(self._in_flight)
-            events = await self._lease(free) if free > 0 else []
-            for event in events:
-                self._in_flight[event.review_id] = event.id
-                task = asyncio.create_task(self._deliver(event))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
-            if len(events) < free or free == 0:  # caught up (or full): wait for news
+            more_waiting = False
+            for lane in self._lanes:
+                free = lane.slots - len(lane.in_flight)
+                events = await self._lease(lane, free) if free > 0 else []
+                for event in events:
+                    lane.in_flight.add(event.id)
+                    task = asyncio.create_task(self._deliver(lane, event))
+                    self._tasks.add(task)
+                    task.add_done_callback(self._tasks.discard)
+                more_waiting = more_waiting or (free > 0 and len(events) == free)
+            if not more_waiting:  # caught up, or full: wait for news
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), POLL_SECONDS)
 
-    async def _lease(self, limit: int) -> list[LeasedEvent]:
-        busy = list(self._in_flight)
+    async def _lease(self, lane: Lane, limit: int) -> list[LeasedEvent]:
         try:
             return await self._database.run(
                 lambda s: lease_deliverable_events(
-                    session=s, now=utc_now(), limit=limit, skip_reviews=busy
+                    session=s, now=utc_now(), limit=limit, kinds=lane.kinds
                 )
             )
         except Exception:
             logger.exception("could not read the outbox; trying again")
             return []
 
-    async def _deliver(self, event: LeasedEvent) -> None:
+    async def _deliver(self, lane: Lane, event: LeasedEvent) -> None:
         try:
-            note = await self._deliver_event(event)
+            outcome = await self._deliver_event(event)
             await self._database.run(
-                lambda s: mark_delivered(session=s, event_id=event.id, now=utc_now(), note=note)
+                lambda s: mark_delivered(
+                    session=s,
+                    event_id=event.id,
+                    now=utc_now(),
+                    note=outcome.note,
+                    direct_message=outcome.direct_message,
+                )
             )
         except asyncio.CancelledError:
             raise
+        except NotYourTurn as wait:
+            at = utc_now() + timedelta(seconds=wait.seconds)
+            await self._database.run(lambda s: reschedule(session=s, event_id=event.id, at=at))
         except Exception as exc:
             await self._postpone(event, exc)
         finally:
-            self._in_flight.pop(event.review_id, None)
+            lane.in_flight.discard(event.id)
             self._wake.set()  # the review's next event may be due now
 
     async def _postpone(self, event: LeasedEvent, exc: Exception) -> None:
@@ -204,21 +253,24 @@ class Notifier:
             # The lease runs out on its own and the event is offered again.
             logger.exception("could not postpone event %s", event.id)
 
-    async def _deliver_event(self, event: LeasedEvent) -> str | None:
-        """Deliver one event; return a note on what was skipped for good, if anything."""
+    async def _deliver_event(self, event: LeasedEvent) -> Outcome:
+        """Deliver one event; say what was skipped for good and what follows, if anything."""
         if utc_now() - event.created_at > STALE_AFTER:
-            return "not delivered: older than a day when the bot reached it"
+            return Outcome("not delivered: older than a day when the bot reached it")
         state = await self._database.run(lambda s: self._read_state(s, event))
         if state is None:
-            return "not delivered: the review no longer exists"
-        if event.kind == EventKind.REVIEW_CREATED:
-            return await self._post_cards(state)
-        notes = [await self._rewrite_cards(state)]
+            return Outcome("not delivered: the review no longer exists")
         entered = ReviewStatus(str(event.payload.get("status")))
-        before = event.payload.get("status_before")
-        if entered in FINAL_DECISIONS and before != entered:
-            notes.append(await self._direct_message(event, state, entered))
-        return "; ".join(note for note in notes if note) or None
+        if event.kind == EventKind.REVIEW_CREATED:
+            return Outcome(await self._post_cards(state))
+        if event.kind == EventKind.DIRECT_MESSAGE:
+            return Outcome(await self._direct_message(event, state, entered))
+        note = await self._rewrite_cards(state)
+        if entered not in FINAL_DECISIONS or event.payload.get("status_before") == entered:
+            return Outcome(note)
+        if not state.facts.requester_chat_id:
+            return Outcome(note or "no direct message: the requester has not linked Slack")
+        return Outcome(note, direct_message=(event.review_id, entered.value))
 
     def _read_state(self, session: Session, event: LeasedEvent) -> DeliveryState | None:
         """Everything delivering ``event`` needs from the database, in one worker-thread trip."""
@@ -235,8 +287,12 @@ class Notifier:
             keys = [card_key(event.review_id, channel) for channel in channels]
         else:
             channels = []
-            cards = posted_messages(
-                session=session, review_id=event.review_id, kind=ChatMessageKind.CARD
+            cards = (
+                []
+                if event.kind == EventKind.DIRECT_MESSAGE
+                else posted_messages(
+                    session=session, review_id=event.review_id, kind=ChatMessageKind.CARD
+                )
             )
             keys = [direct_message_key(event.id)]
         return DeliveryState(
@@ -282,16 +338,21 @@ class Notifier:
         self, event: LeasedEvent, state: DeliveryState, entered: ReviewStatus
     ) -> str | None:
         facts = state.facts
-        if not facts.requester_chat_id:
-            return "no direct message: the requester has not linked a Slack account"
+        chat_id = facts.requester_chat_id
         key = direct_message_key(event.id)
-        if key in state.delivered:
+        if not chat_id or key in state.delivered:
             return None
+        # Back at the turn it was given earlier: it goes now. Otherwise book a turn in the
+        # requester's DM channel, and give the slot back to the outbox if the turn is far.
+        if event.next_attempt_at is None or event.attempts > 0:
+            wait = self._pacer.book(f"dm:{chat_id}")
+            if wait > MAX_PACING_WAIT_SECONDS:
+                raise NotYourTurn(wait)
+            await asyncio.sleep(wait)
         # The message tells of the decision this event records, even if a later one followed.
         text, blocks = decision_dm(dataclasses.replace(facts, status=entered))
         try:
-            opened = await self._client.conversations_open(users=facts.requester_chat_id)
-            channel = opened["channel"]["id"]
+            channel = await self._dm_channel(chat_id)
             answer = await self._client.chat_postMessage(
                 channel=channel, text=text, blocks=blocks, unfurl_links=False
             )
@@ -299,6 +360,12 @@ class Notifier:
             return self._permanent_or_raise(exc, "direct message")
         await self._remember(key, facts.review_id, ChatMessageKind.DIRECT, answer)
         return None
+
+    async def _dm_channel(self, chat_id: str) -> str:
+        if chat_id not in self._dm_channels:
+            opened = await self._client.conversations_open(users=chat_id)
+            self._dm_channels[chat_id] = str(opened["channel"]["id"])
+        return self._dm_channels[chat_id]
 
     async def _remember(
         self, key: str, review_id: uuid.UUID, kind: ChatMessageKind, answer: AsyncSlackResponse

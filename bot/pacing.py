@@ -34,6 +34,13 @@ class ChannelPacer:
                     self._next_turn[channel], time.monotonic() + self._interval
                 )
 
+    def book(self, channel: str) -> float:
+        """Book ``channel``'s next turn without waiting; return the seconds until it comes."""
+        now = time.monotonic()
+        turn = max(now, self._next_turn[channel])
+        self._next_turn[channel] = turn + self._interval
+        return turn - now
+
     def hold(self, channel: str, seconds: float) -> None:
         """Slack asked us to wait (429 Retry-After): no new turn before then."""
         self._next_turn[channel] = max(self._next_turn[channel], time.monotonic() + seconds)

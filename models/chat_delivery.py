@@ -2,8 +2,10 @@
 
 Delivery rules kept here, whatever transport does the talking:
 
-- events of one review are delivered one after the other, oldest first: an event is offered only
-  when no older event of its review is still undelivered;
+- events of one review are delivered one after the other, oldest first, in each of two lanes:
+  cards (``review.created`` / ``review.updated``) and direct messages (``chat.direct_message``).
+  An event is offered only when no older event of its review and lane is still undelivered, so
+  a requester's DMs waiting for Slack's pace never hold back a card;
 - an event is leased to one deliverer at a time (``leased_until``), so several processes can
   share the outbox without delivering an event twice while it is being worked on;
 - every message posted is remembered by a delivery key before the event is marked delivered,
@@ -23,7 +25,7 @@ from sqlmodel import Field, Session, SQLModel, col, select
 
 from models.db import UTCDateTime, enum_column, flush_or_conflict, new_id, write_transaction
 from models.errors import Conflict
-from models.outbox import EventKind, OutboxEvent
+from models.outbox import EventKind, OutboxEvent, record_event
 from models.plugin_service import plugin_connection_config
 from models.plugins import PluginName
 from models.reviews import Review
@@ -70,21 +72,33 @@ class LeasedEvent:
     payload: dict[str, object]
     created_at: datetime
     attempts: int
+    next_attempt_at: datetime | None
 
 
 LEASED_COLUMNS = [
     OutboxEvent.__table__.c[name]  # type: ignore[attr-defined]
-    for name in ("id", "kind", "review_id", "payload", "created_at", "attempts")
+    for name in (
+        "id",
+        "kind",
+        "review_id",
+        "payload",
+        "created_at",
+        "attempts",
+        "next_attempt_at",
+    )
 ]
+CARD_KINDS = (EventKind.REVIEW_CREATED, EventKind.REVIEW_UPDATED)
+DIRECT_MESSAGE_KINDS = (EventKind.DIRECT_MESSAGE,)
 
 
 def lease_deliverable_events(
-    *, session: Session, now: datetime, limit: int, skip_reviews: Sequence[uuid.UUID] = ()
+    *, session: Session, now: datetime, limit: int, kinds: Sequence[EventKind]
 ) -> list[LeasedEvent]:
-    """Lease up to ``limit`` events that are due, the oldest undelivered one of each review."""
+    """Lease up to ``limit`` due events of one lane (``kinds``), the oldest of each review."""
     older = aliased(OutboxEvent)
     older_pending = exists().where(
         col(older.review_id) == col(OutboxEvent.review_id),
+        col(older.kind).in_(kinds),
         col(older.delivered_at).is_(None),
         col(older.id) < col(OutboxEvent.id),
     )
@@ -99,14 +113,13 @@ def lease_deliverable_events(
             or_(
                 col(OutboxEvent.next_attempt_at).is_(None), col(OutboxEvent.next_attempt_at) <= now
             ),
+            col(OutboxEvent.kind).in_(kinds),
             lease_is_free,
             ~older_pending,
         )
         .order_by(col(OutboxEvent.id))
         .limit(limit)
     )
-    if skip_reviews:
-        due = due.where(col(OutboxEvent.review_id).not_in(skip_reviews))
     candidates = [event_id for event_id in session.exec(due) if event_id is not None]
     if not candidates:
         session.rollback()  # end the read transaction: SQLite readers pin the WAL
@@ -136,6 +149,7 @@ def lease_deliverable_events(
             payload=dict(row.payload),
             created_at=row.created_at,
             attempts=row.attempts,
+            next_attempt_at=row.next_attempt_at,
         )
         for row in taken
     ]
@@ -143,15 +157,39 @@ def lease_deliverable_events(
 
 
 def mark_delivered(
-    *, session: Session, event_id: int, now: datetime, note: str | None = None
+    *,
+    session: Session,
+    event_id: int,
+    now: datetime,
+    note: str | None = None,
+    direct_message: tuple[uuid.UUID, str] | None = None,
 ) -> None:
-    """The event is done (``note`` says what could not be delivered and will not be retried)."""
-    _end_lease(
-        session,
-        [event_id],
-        delivered_at=now,
-        last_error=None if note is None else note[:MAX_ERROR_LENGTH],
-    )
+    """The event is done (``note`` says what could not be delivered and will not be retried).
+
+    ``direct_message`` (review id, status entered) queues the requester's DM in the same
+    transaction, so it is neither lost nor queued twice.
+    """
+    with write_transaction(session):
+        _end_lease_now(
+            session,
+            [event_id],
+            delivered_at=now,
+            last_error=None if note is None else note[:MAX_ERROR_LENGTH],
+        )
+        if direct_message is not None:
+            review_id, status = direct_message
+            record_event(
+                session,
+                kind=EventKind.DIRECT_MESSAGE,
+                review_id=review_id,
+                payload={"review_id": str(review_id), "status": status},
+                now=now,
+            )
+
+
+def reschedule(*, session: Session, event_id: int, at: datetime) -> None:
+    """Deliver the event at ``at``, its turn in Slack's pace; not a failed attempt."""
+    _end_lease(session, [event_id], next_attempt_at=at)
 
 
 def postpone(
@@ -176,11 +214,15 @@ def release_leases(*, session: Session, event_ids: Sequence[int]) -> None:
 def _end_lease(session: Session, event_ids: Sequence[int], **changes: object) -> None:
     """Drop the lease of undelivered events, applying ``changes`` to them in one transaction."""
     with write_transaction(session):
-        session.connection().execute(
-            update(OutboxEvent)
-            .where(col(OutboxEvent.id).in_(event_ids), col(OutboxEvent.delivered_at).is_(None))
-            .values(leased_until=None, **changes)
-        )
+        _end_lease_now(session, event_ids, **changes)
+
+
+def _end_lease_now(session: Session, event_ids: Sequence[int], **changes: object) -> None:
+    session.connection().execute(
+        update(OutboxEvent)
+        .where(col(OutboxEvent.id).in_(event_ids), col(OutboxEvent.delivered_at).is_(None))
+        .values(leased_until=None, **changes)
+    )
 
 
 def posted_messages(

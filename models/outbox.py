@@ -24,6 +24,9 @@ from models.db import UTCDateTime, enum_column
 class EventKind(StrEnum):
     REVIEW_CREATED = "review.created"
     REVIEW_UPDATED = "review.updated"
+    # Written by the chat notifier, in the transaction that marks a final decision delivered:
+    # telling the requester goes at the pace of their DM channel, apart from the cards.
+    DIRECT_MESSAGE = "chat.direct_message"
 
 
 class OutboxEvent(SQLModel, table=True):

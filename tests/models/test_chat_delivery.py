@@ -9,6 +9,8 @@ from sqlmodel import select
 
 from models import errors
 from models.chat_delivery import (
+    CARD_KINDS,
+    DIRECT_MESSAGE_KINDS,
     LEASE,
     ChatMessage,
     ChatMessageKind,
@@ -63,10 +65,10 @@ def open_reviews(engine, count: int) -> list:
     return [review_ids, admin, reviewer]
 
 
-def lease(engine, *, now=None, limit=100, skip=()):
+def lease(engine, *, now=None, limit=100, kinds=CARD_KINDS):
     with session_scope(engine) as session:
         return lease_deliverable_events(
-            session=session, now=now or utc_now(), limit=limit, skip_reviews=list(skip)
+            session=session, now=now or utc_now(), limit=limit, kinds=kinds
         )
 
 
@@ -94,6 +96,41 @@ def test_events_of_one_review_are_offered_one_at_a_time_oldest_first(engine):
     second = lease(engine)
     assert [e.kind for e in second] == ["review.updated"]
     assert second[0].payload["status"] == "APPROVED"
+
+
+def test_direct_messages_go_in_their_own_lane_and_never_hold_back_cards(engine):
+    (review_id, _), admin, reviewer = open_reviews(engine, 2)
+    created = lease(engine)
+    with session_scope(engine) as session:
+        for event in created:
+            mark_delivered(session=session, event_id=event.id, now=utc_now())
+    approve(engine, review_id, reviewer)
+    (approved,) = lease(engine)
+    with session_scope(engine) as session:
+        mark_delivered(
+            session=session,
+            event_id=approved.id,
+            now=utc_now(),
+            direct_message=(review_id, "APPROVED"),
+        )
+
+    (direct,) = lease(engine, kinds=DIRECT_MESSAGE_KINDS)
+    assert (direct.kind, direct.review_id, direct.payload["status"]) == (
+        "chat.direct_message",
+        review_id,
+        "APPROVED",
+    )
+    # The DM is leased and waiting; the review's next card event is not held back by it.
+    with session_scope(engine) as session:
+        update_review(
+            session=session,
+            review_ref=str(review_id),
+            actor=admin,
+            request=ReviewDecisionRequest(status=Decision.REVOKED),
+            now=utc_now(),
+        )
+    assert [e.payload["status"] for e in lease(engine)] == ["REVOKED"]
+    assert lease(engine, kinds=DIRECT_MESSAGE_KINDS) == []
 
 
 def test_a_leased_event_is_not_offered_again_until_its_lease_runs_out(engine):
