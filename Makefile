@@ -33,6 +33,7 @@ bench: $(INSTALLED) postgres-binaries wrk
 	status=0; \
 	$(BIN)/python -m bench.reviews || status=$$?; \
 	$(BIN)/python -m bench.handshake || status=$$?; \
+	$(BIN)/python -m bench.slack || status=$$?; \
 	exit $$status
 
 # The tests start throwaway PostgreSQL clusters from the machine's own binaries.
