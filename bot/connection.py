@@ -81,6 +81,7 @@ class SlackConnection:
         config: ChatConfig,
         api_url: str,
         database: Database,
+        delivery_database: Database,
         api_base_url: str,
         pacer: ChannelPacer,
         match_email: bool,
@@ -89,6 +90,7 @@ class SlackConnection:
         self.config = config
         self._api_url = api_url
         self._database = database
+        self._delivery_database = delivery_database
         self._api_base_url = api_base_url
         self._pacer = pacer
         self._match_email = match_email
@@ -127,7 +129,7 @@ class SlackConnection:
                 self._socket = AsyncSocketModeHandler(self.app, self.config.app_token)
                 await self._socket.connect_async()  # type: ignore[no-untyped-call]
             self._notifier = Notifier(
-                database=self._database,
+                database=self._delivery_database,
                 client=client,
                 pacer=self._pacer,
                 api_base_url=self._api_base_url,

@@ -342,21 +342,21 @@ class Notifier:
         key = direct_message_key(event.id)
         if not chat_id or key in state.delivered:
             return None
-        # Back at the turn it was given earlier: it goes now. Otherwise book a turn in the
-        # requester's DM channel, and give the slot back to the outbox if the turn is far.
-        if event.next_attempt_at is None or event.attempts > 0:
-            wait = self._pacer.book(f"dm:{chat_id}")
-            if wait > MAX_PACING_WAIT_SECONDS:
-                raise NotYourTurn(wait)
-            await asyncio.sleep(wait)
+        # A turn far away gives the slot back to the outbox; the comebacks are spread one
+        # interval apart so they do not all return at once.
+        pace = f"dm:{chat_id}"
+        if self._pacer.wait_time(pace) > MAX_PACING_WAIT_SECONDS:
+            raise NotYourTurn(self._pacer.book(f"dm-queue:{chat_id}"))
         # The message tells of the decision this event records, even if a later one followed.
         text, blocks = decision_dm(dataclasses.replace(facts, status=entered))
         try:
             channel = await self._dm_channel(chat_id)
-            answer = await self._client.chat_postMessage(
-                channel=channel, text=text, blocks=blocks, unfurl_links=False
-            )
+            async with self._pacer.turn(pace):
+                answer = await self._client.chat_postMessage(
+                    channel=channel, text=text, blocks=blocks, unfurl_links=False
+                )
         except SlackApiError as exc:
+            self._hold_on_rate_limit(pace, exc)
             return self._permanent_or_raise(exc, "direct message")
         await self._remember(key, facts.review_id, ChatMessageKind.DIRECT, answer)
         return None

@@ -34,6 +34,13 @@ class ChannelPacer:
                     self._next_turn[channel], time.monotonic() + self._interval
                 )
 
+    def wait_time(self, channel: str) -> float:
+        """Seconds until ``channel`` could take a message (a post in progress counts as busy)."""
+        wait = self._next_turn[channel] - time.monotonic()
+        if self._locks[channel].locked():
+            wait = max(wait, self._interval)
+        return max(wait, 0.0)
+
     def book(self, channel: str) -> float:
         """Book ``channel``'s next turn without waiting; return the seconds until it comes."""
         now = time.monotonic()

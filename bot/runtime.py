@@ -51,7 +51,9 @@ class ChatBot:
         self._settings = settings
         self._secret_box = secret_box
         self._api_base_url = api_base_url
-        self._database = Database(engine)
+        self._database = Database(engine)  # the supervisor's and the listeners' work
+        # Delivery has threads of its own: a burst of clicks must not queue card updates.
+        self._delivery_database = Database(engine)
         self._pacer = ChannelPacer(settings.slack_channel_messages_per_second)
         self._connection: SlackConnection | None = None
         self._refused: ChatConfig | None = None  # stored, but Slack will not take it
@@ -106,6 +108,7 @@ class ChatBot:
             await self._connection.close()
             self._connection = None
         self._database.close()
+        self._delivery_database.close()
 
     # -- supervising ----------------------------------------------------------------------------
 
@@ -152,6 +155,7 @@ class ChatBot:
             config=config,
             api_url=self._settings.slack_api_url,
             database=self._database,
+            delivery_database=self._delivery_database,
             api_base_url=self._api_base_url,
             pacer=self._pacer,
             match_email=self._settings.slack_match_email,

@@ -72,7 +72,6 @@ class LeasedEvent:
     payload: dict[str, object]
     created_at: datetime
     attempts: int
-    next_attempt_at: datetime | None
 
 
 LEASED_COLUMNS = [
@@ -84,7 +83,6 @@ LEASED_COLUMNS = [
         "payload",
         "created_at",
         "attempts",
-        "next_attempt_at",
     )
 ]
 CARD_KINDS = (EventKind.REVIEW_CREATED, EventKind.REVIEW_UPDATED)
@@ -149,7 +147,6 @@ def lease_deliverable_events(
             payload=dict(row.payload),
             created_at=row.created_at,
             attempts=row.attempts,
-            next_attempt_at=row.next_attempt_at,
         )
         for row in taken
     ]
