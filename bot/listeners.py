@@ -291,6 +291,8 @@ async def _decide_review(
     try:  # one trip to the database for a linked user, the usual case
         await bot.database.run(decide)
     except errors.ChatUserNotLinked:
+        if not bot.match_email:
+            raise
         actor = await _matched_by_email(context, client, chat_id)
         await bot.database.run(lambda s: decide(s, actor))
 
@@ -301,16 +303,16 @@ async def _acting_user(context: AsyncBoltContext, client: AsyncWebClient, chat_i
     try:
         return await bot.database.run(lambda s: linked_user(session=s, chat_id=chat_id))
     except errors.ChatUserNotLinked:
+        if not bot.match_email:
+            raise
         return await _matched_by_email(context, client, chat_id)
 
 
 async def _matched_by_email(
     context: AsyncBoltContext, client: AsyncWebClient, chat_id: str
 ) -> User:
-    """Link an unlinked Slack user by verified e-mail, if the organization opted in."""
+    """Link an unlinked Slack user by verified e-mail (the organization opted in)."""
     bot: BotContext = context["bot"]
-    if not bot.match_email:
-        raise errors.ChatUserNotLinked("this chat account is not linked to a gateway user")
     email = await _verified_email(client, chat_id)
     matched = await bot.database.run(
         lambda s: link_by_verified_email(session=s, chat_id=chat_id, email=email)

@@ -229,9 +229,7 @@ class Notifier:
     async def _postpone(self, event: LeasedEvent, exc: Exception) -> None:
         delay = min(FIRST_RETRY_SECONDS * 2**event.attempts, MAX_RETRY_SECONDS)
         if isinstance(exc, SlackApiError):
-            retry_after = exc.response.headers.get("Retry-After") if exc.response else None
-            if retry_after is not None and str(retry_after).isdigit():
-                delay = max(delay, float(retry_after))
+            delay = max(delay, _retry_after(exc) or 0.0)
             if is_token_refusal(exc):
                 self._on_token_refused(str(exc.response.get("error")))
         if isinstance(exc, SlackApiError | aiohttp.ClientError | TimeoutError | OSError):
@@ -279,22 +277,20 @@ class Notifier:
         )
         if facts is None:
             return None
+        channels: list[str] = []
+        cards: list[ChatMessage] = []
+        keys: list[str] = []  # a rewrite posts nothing new: no delivery keys to look up
         if event.kind == EventKind.REVIEW_CREATED:
             channels = card_channels(
                 session=session, review_id=event.review_id, default_channel=self._default_channel
             )
-            cards = []
             keys = [card_key(event.review_id, channel) for channel in channels]
-        else:
-            channels = []
-            cards = (
-                []
-                if event.kind == EventKind.DIRECT_MESSAGE
-                else posted_messages(
-                    session=session, review_id=event.review_id, kind=ChatMessageKind.CARD
-                )
-            )
+        elif event.kind == EventKind.DIRECT_MESSAGE:
             keys = [direct_message_key(event.id)]
+        else:
+            cards = posted_messages(
+                session=session, review_id=event.review_id, kind=ChatMessageKind.CARD
+            )
         return DeliveryState(
             facts=facts,
             channels=channels,
@@ -384,9 +380,9 @@ class Notifier:
         )
 
     def _hold_on_rate_limit(self, channel: str, exc: SlackApiError) -> None:
-        retry_after = exc.response.headers.get("Retry-After") if exc.response else None
-        if exc.response is not None and exc.response.status_code == 429 and retry_after:
-            self._pacer.hold(channel, float(retry_after))
+        retry_after = _retry_after(exc)
+        if retry_after is not None:
+            self._pacer.hold(channel, retry_after)
 
     @staticmethod
     def _permanent_or_raise(exc: SlackApiError, what: str) -> str:
@@ -395,3 +391,11 @@ class Notifier:
             logger.warning("Slack will not take the %s: %s", what, error)
             return f"{what}: {error}"
         raise exc
+
+
+def _retry_after(exc: SlackApiError) -> float | None:
+    """The seconds a 429 asks us to wait, if Slack said."""
+    if exc.response is None or exc.response.status_code != 429:
+        return None
+    retry_after = str(exc.response.headers.get("Retry-After", ""))
+    return float(retry_after) if retry_after.isdigit() else None
