@@ -19,12 +19,12 @@ from api.routes import (
     users,
 )
 from api.urls import API_PREFIX
-from models.chat_runtime import ChatRuntimeFactory
-from models.db import create_db_engine, upgrade_database
-from models.license import license_signer
-from models.oidc import OidcClient
-from models.sealing import SecretBox
-from models.settings import Settings, get_settings, resolve_secret_key
+from models.chat.runtime import ChatRuntimeFactory
+from models.core.db import create_db_engine, upgrade_database
+from models.core.sealing import SecretBox
+from models.core.settings import Settings, get_settings, resolve_secret_key
+from models.sidecars.license import license_signer
+from models.sign_in.oidc import OidcClient
 
 API_VERSION = "1.173.0"
 

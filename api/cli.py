@@ -8,14 +8,14 @@ from pathlib import Path
 
 from sqlalchemy import Engine
 
-from models import errors
-from models.clock import utc_now
-from models.db import create_db_engine, session_scope, upgrade_database
-from models.license import license_signer
-from models.sealing import SecretBox
-from models.security import issue_local_token
-from models.settings import get_settings, resolve_secret_key
-from models.user_service import default_organization, upsert_user
+from models.core import errors
+from models.core.clock import utc_now
+from models.core.db import create_db_engine, db_scope, upgrade_database
+from models.core.sealing import SecretBox
+from models.core.settings import get_settings, resolve_secret_key
+from models.sidecars.license import license_signer
+from models.sign_in.tokens import issue_local_token
+from models.users.service import default_organization, upsert_user
 
 # Requests run in worker threads that make a dozen short database round trips each. A thread
 # coming back from one waits for the GIL until the running thread is forced to yield, 5 ms by
@@ -55,10 +55,8 @@ def token(args: argparse.Namespace) -> int:
     upgrade_database(engine)
     groups = None if args.groups is None else [g for g in args.groups.split(",") if g.strip()]
     try:
-        with session_scope(engine) as session:
-            user = upsert_user(
-                session=session, sub=args.sub, email=args.email, name=args.name, groups=groups
-            )
+        with db_scope(engine) as db:
+            user = upsert_user(db=db, sub=args.sub, email=args.email, name=args.name, groups=groups)
     except errors.DomainError as exc:
         print(f"accessgate token: {exc.message}", file=sys.stderr)
         return 2
@@ -82,8 +80,8 @@ def license_show(_args: argparse.Namespace) -> int:
     upgrade_database(engine)
     signer = license_signer(settings)
     try:
-        with session_scope(engine) as session:
-            organization = default_organization(session)
+        with db_scope(engine) as db:
+            organization = default_organization(db)
         document = signer.license_for(
             organization_id=organization.id, organization_name=organization.name, now=utc_now()
         )

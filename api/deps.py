@@ -7,30 +7,31 @@ from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from sqlmodel import Session
 
-from models import errors, sidecar_service
-from models.db import session_scope
-from models.oidc import OidcClient
-from models.sealing import SecretBox
-from models.security import verify_local_token
-from models.sidecars import AuthenticatedSidecar
-from models.user_service import authenticated_user
-from models.users import User
+from models.core import errors
+from models.core.db import db_scope
+from models.core.sealing import SecretBox
+from models.sidecars import service as sidecar_service
+from models.sidecars.schema import AuthenticatedSidecar
+from models.sign_in.oidc import OidcClient
+from models.sign_in.tokens import verify_local_token
+from models.users.schema import User
+from models.users.service import authenticated_user
 
 
 def get_db(request: Request) -> Iterator[Session]:
-    with session_scope(request.app.state.engine) as session:
-        yield session
+    with db_scope(request.app.state.engine) as db:
+        yield db
 
 
 # "function" scope closes the session (and ends its transaction) before the response is sent.
-SessionDep = Annotated[Session, Depends(get_db, scope="function")]
+DbDep = Annotated[Session, Depends(get_db, scope="function")]
 
 bearer = HTTPBearer(auto_error=False, description="A token from `accessgate token` or sign-in.")
 
 
 def get_current_user(
     request: Request,
-    session: SessionDep,
+    db: DbDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
 ) -> User:
     """The active user named by the bearer token; 401 without a valid one, 403 if inactive."""
@@ -41,7 +42,7 @@ def get_current_user(
         sub = oidc.subject_of(credentials.credentials)
     else:
         sub = verify_local_token(key=request.app.state.secret_key, token=credentials.credentials)
-    return authenticated_user(session=session, sub=sub)
+    return authenticated_user(db=db, sub=sub)
 
 
 CurrentUser = Annotated[User, Depends(get_current_user)]
@@ -64,10 +65,10 @@ sidecar_token = APIKeyHeader(
 
 
 def get_current_sidecar(
-    session: SessionDep, token: Annotated[str | None, Depends(sidecar_token)]
+    db: DbDep, token: Annotated[str | None, Depends(sidecar_token)]
 ) -> AuthenticatedSidecar:
     """The live sidecar named by the gateway-sidecar-token header; 401 otherwise."""
-    return sidecar_service.authenticate_sidecar(session=session, token=token)
+    return sidecar_service.authenticate_sidecar(db=db, token=token)
 
 
 # Declared before any body parameter, so an unauthenticated request is refused (401) before

@@ -14,7 +14,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from models import errors
+from models.core import errors
 
 logger = logging.getLogger("accessgate.api")
 

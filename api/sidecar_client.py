@@ -11,9 +11,9 @@ from typing import Any
 import httpx
 
 from api.urls import api_base
-from models.clock import utc_now
-from models.license import InvalidLicense, load_public_key, verify_license
-from models.sidecar_service import TOKEN_HEADER
+from models.core.clock import utc_now
+from models.sidecars.license import InvalidLicense, load_public_key, verify_license
+from models.sidecars.service import TOKEN_HEADER
 
 
 class HandshakeFailed(Exception):

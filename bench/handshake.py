@@ -54,14 +54,13 @@ from bench.reviews import (
     summary,
     table,
 )
-from models.clock import utc_now
-from models.connection_service import create_connection
-from models.connections import ConnectionCreate
-from models.db import create_db_engine, session_scope, upgrade_database
-from models.license import license_signer
-from models.settings import Settings
-from models.sidecar_service import configure_sidecar, create_sidecar
-from models.sidecars import (
+from models.connections.schema import ConnectionCreate
+from models.connections.service import create_connection
+from models.core.clock import utc_now
+from models.core.db import create_db_engine, db_scope, upgrade_database
+from models.core.settings import Settings
+from models.sidecars.license import license_signer
+from models.sidecars.schema import (
     Listener,
     ListenerProtocol,
     Sidecar,
@@ -69,8 +68,9 @@ from models.sidecars import (
     SidecarCreate,
     SidecarCreated,
 )
-from models.user_service import upsert_user
-from models.users import User
+from models.sidecars.service import configure_sidecar, create_sidecar
+from models.users.schema import User
+from models.users.service import upsert_user
 
 HANDSHAKE_SCRIPT = BENCH_DIR / "handshake.lua"
 
@@ -142,28 +142,26 @@ def prepare_sidecars(database_url: str, count: int) -> list[SidecarCreated]:
     engine = create_db_engine(database_url)
     try:
         upgrade_database(engine)
-        with session_scope(engine) as session:
-            admin = upsert_user(session=session, sub=ADMIN_SUB, groups=["admin"])
+        with db_scope(engine) as db:
+            admin = upsert_user(db=db, sub=ADMIN_SUB, groups=["admin"])
             create_connection(
-                session=session,
+                db=db,
                 actor=admin,
                 request=ConnectionCreate(name=CONNECTION_NAME, type="database"),
             )
             return [
-                register_sidecar(session, admin, f"bench-sidecar-{number:03d}")
+                register_sidecar(db, admin, f"bench-sidecar-{number:03d}")
                 for number in range(count)
             ]
     finally:
         engine.dispose()
 
 
-def register_sidecar(session: Session, admin: User, name: str) -> SidecarCreated:
+def register_sidecar(db: Session, admin: User, name: str) -> SidecarCreated:
     """One sidecar with one listener: without listeners its handshake is refused (412)."""
-    sidecar = create_sidecar(
-        session=session, actor=admin, request=SidecarCreate(name=name), now=utc_now()
-    )
+    sidecar = create_sidecar(db=db, actor=admin, request=SidecarCreate(name=name), now=utc_now())
     configure_sidecar(
-        session=session,
+        db=db,
         actor=admin,
         sidecar_id=sidecar.id,
         config=SidecarConfig(listeners=[LISTENER]),
@@ -299,8 +297,8 @@ def settled_recorded_sidecars(
 
 def recorded_sidecars(engine: Engine, version: str, since: datetime) -> set[uuid.UUID]:
     """Sidecars whose recorded handshake carries ``version`` and happened at ``since`` or later."""
-    with session_scope(engine) as session:
-        rows = session.exec(
+    with db_scope(engine) as db:
+        rows = db.exec(
             select(Sidecar.id, Sidecar.last_seen_at).where(col(Sidecar.version) == version)
         )
         # Compared here, not in SQL: SQLite stores the times as text.

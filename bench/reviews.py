@@ -31,20 +31,20 @@ import httpx
 from sqlalchemy import Engine, func
 from sqlmodel import select
 
-from models.clock import utc_now
-from models.connection_service import create_connection
-from models.connections import ConnectionCreate
-from models.db import create_db_engine, session_scope, upgrade_database
-from models.plugin_service import create_plugin
-from models.plugins import PluginConnectionIn, PluginCreate
-from models.review_machine import ReviewStatus
-from models.reviews import Review
-from models.sealing import SecretBox
-from models.security import issue_local_token
-from models.session_service import open_session
-from models.sessions import SessionCreate, SessionPublic
-from models.settings import Settings, resolve_secret_key
-from models.user_service import upsert_user
+from models.connections.schema import ConnectionCreate
+from models.connections.service import create_connection
+from models.core.clock import utc_now
+from models.core.db import create_db_engine, db_scope, upgrade_database
+from models.core.sealing import SecretBox
+from models.core.settings import Settings, resolve_secret_key
+from models.plugins.schema import PluginConnectionIn, PluginCreate
+from models.plugins.service import create_plugin
+from models.reviews.machine import ReviewStatus
+from models.reviews.schema import Review
+from models.sessions.schema import SessionCreate, SessionPublic
+from models.sessions.service import open_session
+from models.sign_in.tokens import issue_local_token
+from models.users.service import upsert_user
 from tests.support.postgres import PostgresCluster, free_port
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -209,17 +209,17 @@ def prepare_reviews(database_url: str, secret_box: SecretBox, count: int) -> lis
     engine = create_db_engine(database_url)
     try:
         upgrade_database(engine)
-        with session_scope(engine) as session:
-            admin = upsert_user(session=session, sub=ADMIN_SUB, groups=["admin"])
-            requester = upsert_user(session=session, sub=REQUESTER_SUB, groups=["dev"])
-            upsert_user(session=session, sub=REVIEWER_SUB, groups=[REVIEWER_GROUP])
+        with db_scope(engine) as db:
+            admin = upsert_user(db=db, sub=ADMIN_SUB, groups=["admin"])
+            requester = upsert_user(db=db, sub=REQUESTER_SUB, groups=["dev"])
+            upsert_user(db=db, sub=REVIEWER_SUB, groups=[REVIEWER_GROUP])
             create_connection(
-                session=session,
+                db=db,
                 actor=admin,
                 request=ConnectionCreate(name=CONNECTION_NAME, type="database"),
             )
             create_plugin(
-                session=session,
+                db=db,
                 actor=admin,
                 request=PluginCreate(
                     name="review",
@@ -230,7 +230,7 @@ def prepare_reviews(database_url: str, secret_box: SecretBox, count: int) -> lis
             request = SessionCreate(connection=CONNECTION_NAME, script="select 1")
             return [
                 pending_review_id(
-                    open_session(session=session, owner=requester, request=request, now=utc_now())
+                    open_session(db=db, owner=requester, request=request, now=utc_now())
                 )
                 for _ in range(count)
             ]
@@ -457,11 +457,11 @@ def settled_approved_count(db_url: str, expected: int) -> int:
 
 def approved_count(engine: Engine) -> int:
     """How many reviews are APPROVED right now."""
-    with session_scope(engine) as session:
+    with db_scope(engine) as db:
         statement = (
             select(func.count()).select_from(Review).where(Review.status == ReviewStatus.APPROVED)
         )
-        return session.exec(statement).one()
+        return db.exec(statement).one()
 
 
 def check_approvals(

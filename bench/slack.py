@@ -64,11 +64,11 @@ from bench.reviews import (
     running_server,
     server_env,
 )
-from models.clock import utc_now
-from models.db import create_db_engine, session_scope, upgrade_database
-from models.security import issue_local_token
-from models.settings import Settings, resolve_secret_key
-from models.user_service import upsert_user
+from models.core.clock import utc_now
+from models.core.db import create_db_engine, db_scope, upgrade_database
+from models.core.settings import Settings, resolve_secret_key
+from models.sign_in.tokens import issue_local_token
+from models.users.service import upsert_user
 from tests.support.slack_server import Message, SlackServer, buttons, text_of
 
 BOT_TOKEN = "xoxb-1-accessgate-bench"
@@ -255,18 +255,16 @@ def create_people(settings: Settings) -> People:
     engine = create_db_engine(settings.resolved_database_url())
     try:
         upgrade_database(engine)
-        with session_scope(engine) as session:
-            upsert_user(session=session, sub=ADMIN_SUB, name="Ada Admin", groups=["admin"])
+        with db_scope(engine) as db:
+            upsert_user(db=db, sub=ADMIN_SUB, name="Ada Admin", groups=["admin"])
             upsert_user(
-                session=session,
+                db=db,
                 sub=REQUESTER_SUB,
                 name="Rita Requester",
                 email="rita@example.com",
                 groups=["dev"],
             )
-            upsert_user(
-                session=session, sub=REVIEWER_SUB, name="Dan Reviewer", groups=[REVIEWER_GROUP]
-            )
+            upsert_user(db=db, sub=REVIEWER_SUB, name="Dan Reviewer", groups=[REVIEWER_GROUP])
     finally:
         engine.dispose()
     return People(

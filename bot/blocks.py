@@ -40,9 +40,9 @@ from bot.actions import (
     ActionId,
     ViewId,
 )
-from models.review_cards import GroupLine, ReviewCardFacts
-from models.review_machine import ReviewStatus
-from models.reviews import MAX_REJECTION_REASON, ReviewType
+from models.chat.cards import GroupLine, ReviewCardFacts
+from models.reviews.machine import ReviewStatus
+from models.reviews.schema import MAX_REJECTION_REASON, ReviewType
 
 SECTION_TEXT_LIMIT = 3000
 FIELD_TEXT_LIMIT = 2000

@@ -19,8 +19,8 @@ from bot.listeners import BotContext, register_listeners
 from bot.notifier import Notifier
 from bot.pacing import ChannelPacer
 from bot.slack_api import web_client
-from models.chat_runtime import ChatResponse, SignedChatRequest
-from models.plugin_config import (
+from models.chat.runtime import ChatResponse, SignedChatRequest
+from models.plugins.config import (
     CHAT_APP_TOKEN,
     CHAT_BOT_TOKEN,
     CHAT_DEFAULT_CHANNEL,

@@ -8,7 +8,7 @@ from typing import TypeVar
 from sqlalchemy import Engine
 from sqlmodel import Session
 
-from models.db import session_scope
+from models.core.db import db_scope
 
 Result = TypeVar("Result")
 
@@ -28,8 +28,8 @@ class Database:
         return await asyncio.get_running_loop().run_in_executor(self._executor, self._run, work)
 
     def _run(self, work: Callable[[Session], Result]) -> Result:
-        with session_scope(self.engine) as session:
-            return work(session)
+        with db_scope(self.engine) as db:
+            return work(db)
 
     def close(self) -> None:
         """Stop the worker threads once their current work is done."""

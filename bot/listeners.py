@@ -1,7 +1,7 @@
 """Slack listeners: parse what Slack sent, call the review service, let Slack show the result.
 
 Every listener acknowledges first (Slack gives three seconds) and then works. Decisions go
-through ``models.review_service.update_review``, the same function as ``PUT /api/reviews/{id}``;
+through ``models.reviews.service.update_review``, the same function as ``PUT /api/reviews/{id}``;
 the cards change through the outbox like any other decision. Refusals are raised and worded by
 the one error handler (``handle_error``); listeners never word them.
 """
@@ -23,20 +23,20 @@ from bot import blocks
 from bot.actions import WINDOW_END_BLOCK, WINDOW_START_BLOCK, ActionId, ViewId
 from bot.database import Database
 from bot.refusals import refusal_text
-from models import errors
-from models.chat_links import (
+from models.chat.cards import ReviewCardFacts, review_card_facts
+from models.chat.links import (
     LINK_CODE_LIFETIME,
     link_by_verified_email,
     linked_user,
     start_chat_link,
     user_by_chat_id,
 )
-from models.clock import utc_now
-from models.review_cards import ReviewCardFacts, review_card_facts
-from models.review_machine import Decision
-from models.review_service import reviews_waiting_on, update_review
-from models.reviews import Door, ReviewDecisionRequest, TimeWindow
-from models.users import User
+from models.core import errors
+from models.core.clock import utc_now
+from models.reviews.machine import Decision
+from models.reviews.schema import Door, ReviewDecisionRequest, TimeWindow
+from models.reviews.service import reviews_waiting_on, update_review
+from models.users.schema import User
 
 logger = logging.getLogger("accessgate.bot")
 
@@ -211,7 +211,7 @@ async def accessgate_command(
     chat_id = command["user_id"]
     if subcommand == "link":
         code = await bot.database.run(
-            lambda s: start_chat_link(session=s, chat_id=chat_id, now=utc_now())
+            lambda s: start_chat_link(db=s, chat_id=chat_id, now=utc_now())
         )
         minutes = int(LINK_CODE_LIFETIME.total_seconds() // 60)
         await respond(
@@ -237,21 +237,21 @@ async def publish_home(
     bot: BotContext = context["bot"]
     chat_id = event["user"]
 
-    def read(session: Session) -> tuple[bool, list[ReviewCardFacts]]:
-        user = user_by_chat_id(session=session, chat_id=chat_id)
+    def read(db: Session) -> tuple[bool, list[ReviewCardFacts]]:
+        user = user_by_chat_id(db=db, chat_id=chat_id)
         if user is None:
             return False, []
-        return True, _waiting_on(session, user, bot.api_base_url)
+        return True, _waiting_on(db, user, bot.api_base_url)
 
     linked, facts = await bot.database.run(read)
     await client.views_publish(user_id=chat_id, view=blocks.home_view(facts, linked=linked))
 
 
-def _waiting_on(session: Session, reviewer: User, api_base_url: str) -> list[ReviewCardFacts]:
+def _waiting_on(db: Session, reviewer: User, api_base_url: str) -> list[ReviewCardFacts]:
     # One more than shown, so the list can say there are more.
-    ids = reviews_waiting_on(session=session, reviewer=reviewer, limit=PENDING_SHOWN + 1)
+    ids = reviews_waiting_on(db=db, reviewer=reviewer, limit=PENDING_SHOWN + 1)
     found = (
-        review_card_facts(session=session, review_id=review_id, api_base_url=api_base_url)
+        review_card_facts(db=db, review_id=review_id, api_base_url=api_base_url)
         for review_id in ids
     )
     return [facts for facts in found if facts is not None]
@@ -278,11 +278,11 @@ async def _decide_review(
 ) -> None:
     bot: BotContext = context["bot"]
 
-    def decide(session: Session, actor: User | None = None) -> None:
+    def decide(db: Session, actor: User | None = None) -> None:
         update_review(
-            session=session,
+            db=db,
             review_ref=str(review_id),
-            actor=actor or linked_user(session=session, chat_id=chat_id),
+            actor=actor or linked_user(db=db, chat_id=chat_id),
             request=request,
             now=utc_now(),
             door=Door.SLACK,
@@ -301,7 +301,7 @@ async def _acting_user(context: AsyncBoltContext, client: AsyncWebClient, chat_i
     """The gateway user a Slack user acts as; with e-mail matching on, linked on first use."""
     bot: BotContext = context["bot"]
     try:
-        return await bot.database.run(lambda s: linked_user(session=s, chat_id=chat_id))
+        return await bot.database.run(lambda s: linked_user(db=s, chat_id=chat_id))
     except errors.ChatUserNotLinked:
         if not bot.match_email:
             raise
@@ -315,7 +315,7 @@ async def _matched_by_email(
     bot: BotContext = context["bot"]
     email = await _verified_email(client, chat_id)
     matched = await bot.database.run(
-        lambda s: link_by_verified_email(session=s, chat_id=chat_id, email=email)
+        lambda s: link_by_verified_email(db=s, chat_id=chat_id, email=email)
     )
     if matched is None:
         raise errors.ChatUserNotLinked("no gateway user has this Slack account's e-mail address")

@@ -1,6 +1,6 @@
 """The outbox's deliverer to Slack: cards for new reviews, rewrites on every change, DMs.
 
-For each event, oldest first per review (``models.chat_delivery`` keeps that rule):
+For each event, oldest first per review (``models.delivery.leases`` keeps that rule):
 
 - ``review.created``: post a card to every channel of the review's connection, and to the
   default channel. Each posted card's channel and ts are stored before anything else happens,
@@ -37,28 +37,30 @@ from bot.blocks import decision_dm, review_card, review_card_text
 from bot.database import Database
 from bot.pacing import ChannelPacer
 from bot.slack_api import is_token_refusal
-from models.chat_delivery import (
+from models.chat.cards import ReviewCardFacts, review_card_facts
+from models.chat.messages import (
     CARD_KINDS,
     DIRECT_MESSAGE_KINDS,
     ChatMessage,
     ChatMessageKind,
-    LeasedEvent,
     card_channels,
     card_key,
     delivered_keys,
     direct_message_key,
+    posted_messages,
+    remember_message,
+)
+from models.core.clock import utc_now
+from models.delivery.leases import (
+    LeasedEvent,
     lease_deliverable_events,
     mark_delivered,
-    posted_messages,
     postpone,
     release_leases,
-    remember_message,
     reschedule,
 )
-from models.clock import utc_now
-from models.outbox import EventKind
-from models.review_cards import ReviewCardFacts, review_card_facts
-from models.review_machine import ReviewStatus
+from models.delivery.outbox import EventKind
+from models.reviews.machine import ReviewStatus
 
 logger = logging.getLogger("accessgate.bot.notifier")
 
@@ -173,7 +175,7 @@ class Notifier:
         leased = [event_id for lane in self._lanes for event_id in lane.in_flight]
         for lane in self._lanes:
             lane.in_flight.clear()
-        await self._database.run(lambda s: release_leases(session=s, event_ids=leased))
+        await self._database.run(lambda s: release_leases(db=s, event_ids=leased))
 
     async def _deliver_forever(self) -> None:
         while True:
@@ -196,7 +198,7 @@ class Notifier:
         try:
             return await self._database.run(
                 lambda s: lease_deliverable_events(
-                    session=s, now=utc_now(), limit=limit, kinds=lane.kinds
+                    db=s, now=utc_now(), limit=limit, kinds=lane.kinds
                 )
             )
         except Exception:
@@ -208,7 +210,7 @@ class Notifier:
             outcome = await self._deliver_event(event)
             await self._database.run(
                 lambda s: mark_delivered(
-                    session=s,
+                    db=s,
                     event_id=event.id,
                     now=utc_now(),
                     note=outcome.note,
@@ -219,7 +221,7 @@ class Notifier:
             raise
         except NotYourTurn as wait:
             at = utc_now() + timedelta(seconds=wait.seconds)
-            await self._database.run(lambda s: reschedule(session=s, event_id=event.id, at=at))
+            await self._database.run(lambda s: reschedule(db=s, event_id=event.id, at=at))
         except Exception as exc:
             await self._postpone(event, exc)
         finally:
@@ -240,7 +242,7 @@ class Notifier:
         try:
             await self._database.run(
                 lambda s: postpone(
-                    session=s,
+                    db=s,
                     event_id=event.id,
                     now=utc_now(),
                     delay=timedelta(seconds=delay),
@@ -270,11 +272,9 @@ class Notifier:
             return Outcome(note or "no direct message: the requester has not linked Slack")
         return Outcome(note, direct_message=(event.review_id, entered.value))
 
-    def _read_state(self, session: Session, event: LeasedEvent) -> DeliveryState | None:
+    def _read_state(self, db: Session, event: LeasedEvent) -> DeliveryState | None:
         """Everything delivering ``event`` needs from the database, in one worker-thread trip."""
-        facts = review_card_facts(
-            session=session, review_id=event.review_id, api_base_url=self._api_base_url
-        )
+        facts = review_card_facts(db=db, review_id=event.review_id, api_base_url=self._api_base_url)
         if facts is None:
             return None
         channels: list[str] = []
@@ -282,20 +282,18 @@ class Notifier:
         keys: list[str] = []  # a rewrite posts nothing new: no delivery keys to look up
         if event.kind == EventKind.REVIEW_CREATED:
             channels = card_channels(
-                session=session, review_id=event.review_id, default_channel=self._default_channel
+                db=db, review_id=event.review_id, default_channel=self._default_channel
             )
             keys = [card_key(event.review_id, channel) for channel in channels]
         elif event.kind == EventKind.DIRECT_MESSAGE:
             keys = [direct_message_key(event.id)]
         else:
-            cards = posted_messages(
-                session=session, review_id=event.review_id, kind=ChatMessageKind.CARD
-            )
+            cards = posted_messages(db=db, review_id=event.review_id, kind=ChatMessageKind.CARD)
         return DeliveryState(
             facts=facts,
             channels=channels,
             cards=cards,
-            delivered=delivered_keys(session=session, keys=keys),
+            delivered=delivered_keys(db=db, keys=keys),
         )
 
     async def _post_cards(self, state: DeliveryState) -> str | None:
@@ -369,7 +367,7 @@ class Notifier:
         channel, ts = str(answer["channel"]), str(answer["ts"])
         await self._database.run(
             lambda s: remember_message(
-                session=s,
+                db=s,
                 delivery_key=key,
                 review_id=review_id,
                 kind=kind,

@@ -4,7 +4,7 @@ Listeners never word a refusal themselves: they raise (or let through) the domai
 the app's error handler answers with ``refusal_text`` in an ephemeral message.
 """
 
-from models import errors
+from models.core import errors
 
 LINK_HINT = "Type `/accessgate link` to link it, then try again."
 

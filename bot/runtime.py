@@ -25,14 +25,14 @@ from bot.connection import ChatConfig, SlackConnection, SlackIdentity
 from bot.database import Database
 from bot.pacing import ChannelPacer
 from bot.slack_api import check_chat_tokens, is_token_refusal
-from models.chat_runtime import ChatResponse, ChatState, ChatStatus, SignedChatRequest
-from models.clock import utc_now
-from models.outbox import on_committed_events
-from models.plugin_service import plugin_envvars
-from models.plugins import PluginName
-from models.sealing import SecretBox
-from models.settings import Settings
-from models.user_service import default_organization
+from models.chat.runtime import ChatResponse, ChatState, ChatStatus, SignedChatRequest
+from models.core.clock import utc_now
+from models.core.sealing import SecretBox
+from models.core.settings import Settings
+from models.delivery.outbox import on_committed_events
+from models.plugins.schema import PluginName
+from models.plugins.service import plugin_envvars
+from models.users.service import default_organization
 
 logger = logging.getLogger("accessgate.bot")
 
@@ -43,7 +43,7 @@ NOT_RUNNING = b'{"message": "the chat bot is not running: configure the chat plu
 
 
 class ChatBot:
-    """The Slack bot of this process (implements ``models.chat_runtime.ChatRuntime``)."""
+    """The Slack bot of this process (implements ``models.chat.runtime.ChatRuntime``)."""
 
     def __init__(
         self, *, settings: Settings, engine: Engine, secret_box: SecretBox, api_base_url: str
@@ -139,10 +139,10 @@ class ChatBot:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), wait)
 
-    def _stored_config(self, session: Session) -> ChatConfig | None:
+    def _stored_config(self, db: Session) -> ChatConfig | None:
         values = plugin_envvars(
-            session=session,
-            organization_id=default_organization(session).id,
+            db=db,
+            organization_id=default_organization(db).id,
             name=PluginName.CHAT,
             secret_box=self._secret_box,
         )

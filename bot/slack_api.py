@@ -13,8 +13,8 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 )
 from slack_sdk.web.async_client import AsyncWebClient
 
-from models import errors
-from models.plugin_config import CHAT_APP_TOKEN, CHAT_BOT_TOKEN
+from models.core import errors
+from models.plugins.config import CHAT_APP_TOKEN, CHAT_BOT_TOKEN
 
 logger = logging.getLogger("accessgate.bot")
 

@@ -2,17 +2,17 @@
 
 from sqlmodel import SQLModel
 
-from models.chat_delivery import ChatMessage
-from models.chat_links import ChatLinkCode
-from models.connections import Connection
-from models.outbox import OutboxEvent
-from models.plugins import Plugin, PluginConnection
-from models.reviews import Review, ReviewDecisionRecord, ReviewGroup
-from models.rules import AccessRequestRule
-from models.sessions import GatewaySession
-from models.sidecars import Sidecar
-from models.sign_in import SignInAttempt
-from models.users import Organization, User
+from models.chat.links import ChatLinkCode
+from models.chat.messages import ChatMessage
+from models.connections.schema import Connection
+from models.delivery.outbox import OutboxEvent
+from models.plugins.schema import Plugin, PluginConnection
+from models.reviews.schema import Review, ReviewDecisionRecord, ReviewGroup
+from models.rules.schema import AccessRequestRule
+from models.sessions.schema import GatewaySession
+from models.sidecars.schema import Sidecar
+from models.sign_in.attempts import SignInAttempt
+from models.users.schema import Organization, User
 
 metadata = SQLModel.metadata
 

@@ -14,8 +14,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
 from api.app import create_app
-from models.db import create_db_engine, upgrade_database
-from models.settings import Settings
+from models.core.db import create_db_engine, upgrade_database
+from models.core.settings import Settings
 from tests.support.postgres import PostgresCluster
 
 TEST_SECRET_KEY = "test-secret-key-that-is-long-enough-for-hs256"

@@ -8,9 +8,9 @@ from typing import Any
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
-from models.db import session_scope
-from models.security import issue_local_token
-from models.user_service import upsert_user
+from models.core.db import db_scope
+from models.sign_in.tokens import issue_local_token
+from models.users.service import upsert_user
 from tests.conftest import TEST_SECRET_KEY
 
 TOKENS_ISSUED_AT = datetime(2020, 1, 1, tzinfo=UTC)
@@ -38,9 +38,9 @@ def make_user(
     now: datetime | None = None,
 ) -> Person:
     """Create (or update) a user and return it with a valid bearer token."""
-    with session_scope(engine) as session:
+    with db_scope(engine) as db:
         user = upsert_user(
-            session=session,
+            db=db,
             sub=sub,
             email=email if email is not None else f"{sub}@example.com",
             name=name if name is not None else sub.title(),

@@ -8,14 +8,14 @@ import pydantic
 from fastapi import APIRouter, Depends, Request, Response
 from pydantic import BaseModel
 
-from api.deps import CurrentUser, SessionDep
-from models import errors
-from models.chat_links import finish_chat_link
-from models.chat_runtime import ChatRuntime, ChatState, SignedChatRequest
-from models.clock import utc_now
-from models.requests import RequestBody
-from models.user_service import require_admin
-from models.users import UserPublic
+from api.deps import CurrentUser, DbDep
+from models.chat.links import finish_chat_link
+from models.chat.runtime import ChatRuntime, ChatState, SignedChatRequest
+from models.core import errors
+from models.core.clock import utc_now
+from models.core.request_body import RequestBody
+from models.users.schema import UserPublic
+from models.users.service import require_admin
 
 router = APIRouter(tags=["chat"])
 slack_router = APIRouter(tags=["chat"])
@@ -57,9 +57,9 @@ class ChatLinkIn(RequestBody):
 
 
 @router.post("/users/me/chat-link")
-def link_chat_account(request: ChatLinkIn, session: SessionDep, user: CurrentUser) -> UserPublic:
+def link_chat_account(request: ChatLinkIn, db: DbDep, user: CurrentUser) -> UserPublic:
     """Link the Slack account that typed `/accessgate link` to the signed-in user."""
-    linked = finish_chat_link(session=session, actor=user, code=request.code, now=utc_now())
+    linked = finish_chat_link(db=db, actor=user, code=request.code, now=utc_now())
     return UserPublic.model_validate(linked)
 
 

@@ -2,14 +2,14 @@ from collections.abc import Mapping
 
 from fastapi import APIRouter
 
-from api.deps import CurrentUser, SecretBoxDep, SessionDep
+from api.deps import CurrentUser, DbDep, SecretBoxDep
 from api.errors import more_error_responses
 from api.routes.chat import ChatDep
-from models import plugin_service
-from models.chat_runtime import ChatRuntime
-from models.plugin_config import PluginConfigIn
-from models.plugin_service import LiveCheck
-from models.plugins import PluginCreate, PluginName, PluginPublic, PluginUpdate
+from models.chat.runtime import ChatRuntime
+from models.plugins import service as plugin_service
+from models.plugins.config import PluginConfigIn
+from models.plugins.schema import PluginCreate, PluginName, PluginPublic, PluginUpdate
+from models.plugins.service import LiveCheck
 
 router = APIRouter(prefix="/plugins", tags=["plugins"])
 
@@ -39,14 +39,14 @@ def tell_chat(chat: ChatRuntime | None, name: str) -> None:
 @router.post("", status_code=201, responses=UNUSABLE_CONFIGURATION)
 def create_plugin(
     request: PluginCreate,
-    session: SessionDep,
+    db: DbDep,
     user: CurrentUser,
     secret_box: SecretBoxDep,
     chat: ChatDep,
 ) -> PluginPublic:
     """Enable a plugin with its connections and, optionally, its configuration (admins)."""
     plugin = plugin_service.create_plugin(
-        session=session,
+        db=db,
         actor=user,
         request=request,
         secret_box=secret_box,
@@ -57,24 +57,22 @@ def create_plugin(
 
 
 @router.get("")
-def list_plugins(session: SessionDep, user: CurrentUser) -> list[PluginPublic]:
+def list_plugins(db: DbDep, user: CurrentUser) -> list[PluginPublic]:
     """Every enabled plugin (admins). Configuration values are shown as REDACTED."""
-    return plugin_service.list_plugins(session=session, actor=user)
+    return plugin_service.list_plugins(db=db, actor=user)
 
 
 @router.get("/{name}")
-def get_plugin(name: str, session: SessionDep, user: CurrentUser) -> PluginPublic:
+def get_plugin(name: str, db: DbDep, user: CurrentUser) -> PluginPublic:
     """One plugin (admins). Configuration values are shown as REDACTED."""
-    return plugin_service.get_plugin(session=session, actor=user, name=name)
+    return plugin_service.get_plugin(db=db, actor=user, name=name)
 
 
 @router.put("/{name}")
-def update_plugin(
-    name: str, request: PluginUpdate, session: SessionDep, user: CurrentUser
-) -> PluginPublic:
+def update_plugin(name: str, request: PluginUpdate, db: DbDep, user: CurrentUser) -> PluginPublic:
     """Replace the connections of a plugin (admins); for chat, each connection's channel ids."""
     return plugin_service.update_plugin(
-        session=session, actor=user, name=name, connections=request.connections
+        db=db, actor=user, name=name, connections=request.connections
     )
 
 
@@ -82,7 +80,7 @@ def update_plugin(
 def update_plugin_config(
     name: str,
     request: PluginConfigIn,
-    session: SessionDep,
+    db: DbDep,
     user: CurrentUser,
     secret_box: SecretBoxDep,
     chat: ChatDep,
@@ -95,7 +93,7 @@ def update_plugin_config(
     The bot switches to a stored configuration without a restart.
     """
     plugin = plugin_service.update_plugin_config(
-        session=session,
+        db=db,
         actor=user,
         name=name,
         request=request,
@@ -107,7 +105,7 @@ def update_plugin_config(
 
 
 @router.delete("/{name}", status_code=204)
-def delete_plugin(name: str, session: SessionDep, user: CurrentUser, chat: ChatDep) -> None:
+def delete_plugin(name: str, db: DbDep, user: CurrentUser, chat: ChatDep) -> None:
     """Disable a plugin, dropping its connections and configuration (admins); chat stops."""
-    plugin_service.delete_plugin(session=session, actor=user, name=name)
+    plugin_service.delete_plugin(db=db, actor=user, name=name)
     tell_chat(chat, name)

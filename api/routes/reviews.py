@@ -3,11 +3,11 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from pydantic import BaseModel
 
-from api.deps import CurrentUser, SessionDep
-from models import review_service
-from models.clock import utc_now
-from models.review_machine import ReviewStatus
-from models.reviews import Door, ReviewDecisionRequest, ReviewPublic
+from api.deps import CurrentUser, DbDep
+from models.core.clock import utc_now
+from models.reviews import service as review_service
+from models.reviews.machine import ReviewStatus
+from models.reviews.schema import Door, ReviewDecisionRequest, ReviewPublic
 
 router = APIRouter(prefix="/reviews", tags=["reviews"])
 
@@ -24,7 +24,7 @@ class ReviewPage(BaseModel):
 
 @router.get("")
 def list_reviews(
-    session: SessionDep,
+    db: DbDep,
     user: CurrentUser,
     status: ReviewStatus | None = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
@@ -32,20 +32,20 @@ def list_reviews(
 ) -> ReviewPage:
     """Reviews the caller owns or reviews (admins: all), newest first."""
     items, total = review_service.list_reviews(
-        session=session, viewer=user, status=status, limit=limit, offset=offset
+        db=db, viewer=user, status=status, limit=limit, offset=offset
     )
     return ReviewPage(items=items, total=total, limit=limit, offset=offset)
 
 
 @router.get("/{review_id}")
-def get_review(review_id: str, session: SessionDep, user: CurrentUser) -> ReviewPublic:
+def get_review(review_id: str, db: DbDep, user: CurrentUser) -> ReviewPublic:
     """One review, by its id or its session's id."""
-    return review_service.get_review(session=session, review_ref=review_id, viewer=user)
+    return review_service.get_review(db=db, review_ref=review_id, viewer=user)
 
 
 @router.put("/{review_id}")
 def update_review(
-    review_id: str, request: ReviewDecisionRequest, session: SessionDep, user: CurrentUser
+    review_id: str, request: ReviewDecisionRequest, db: DbDep, user: CurrentUser
 ) -> ReviewPublic:
     """Approve, reject or revoke a review (by its id or its session's id) for the caller's groups.
 
@@ -53,7 +53,7 @@ def update_review(
     status: APPROVED once enough groups approved, REJECTED or REVOKED at once.
     """
     return review_service.update_review(
-        session=session,
+        db=db,
         review_ref=review_id,
         actor=user,
         request=request,

@@ -2,47 +2,47 @@ import uuid
 
 from fastapi import APIRouter, Response
 
-from api.deps import CurrentUser, SessionDep
-from models import rule_service
-from models.rules import AccessRequestRuleIn, AccessRequestRulePublic
+from api.deps import CurrentUser, DbDep
+from models.rules import service as rule_service
+from models.rules.schema import AccessRequestRuleIn, AccessRequestRulePublic
 
 router = APIRouter(prefix="/access-request-rules", tags=["access request rules"])
 
 
 @router.post("", status_code=201)
 def create_rule(
-    request: AccessRequestRuleIn, session: SessionDep, user: CurrentUser
+    request: AccessRequestRuleIn, db: DbDep, user: CurrentUser
 ) -> AccessRequestRulePublic:
     """Create a rule: who reviews sessions on its connections, and how (admins)."""
-    rule = rule_service.create_rule(session=session, actor=user, request=request)
+    rule = rule_service.create_rule(db=db, actor=user, request=request)
     return AccessRequestRulePublic.model_validate(rule)
 
 
 @router.get("")
-def list_rules(session: SessionDep, user: CurrentUser) -> list[AccessRequestRulePublic]:
+def list_rules(db: DbDep, user: CurrentUser) -> list[AccessRequestRulePublic]:
     """Every rule, by name (admins)."""
-    rules = rule_service.list_rules(session=session, actor=user)
+    rules = rule_service.list_rules(db=db, actor=user)
     return [AccessRequestRulePublic.model_validate(rule) for rule in rules]
 
 
 @router.get("/{rule_id}")
-def get_rule(rule_id: uuid.UUID, session: SessionDep, user: CurrentUser) -> AccessRequestRulePublic:
+def get_rule(rule_id: uuid.UUID, db: DbDep, user: CurrentUser) -> AccessRequestRulePublic:
     """One rule (admins)."""
-    rule = rule_service.get_rule(session=session, actor=user, rule_id=rule_id)
+    rule = rule_service.get_rule(db=db, actor=user, rule_id=rule_id)
     return AccessRequestRulePublic.model_validate(rule)
 
 
 @router.put("/{rule_id}")
 def replace_rule(
-    rule_id: uuid.UUID, request: AccessRequestRuleIn, session: SessionDep, user: CurrentUser
+    rule_id: uuid.UUID, request: AccessRequestRuleIn, db: DbDep, user: CurrentUser
 ) -> AccessRequestRulePublic:
     """Replace a rule (admins). Reviews already created keep their groups."""
-    rule = rule_service.replace_rule(session=session, actor=user, rule_id=rule_id, request=request)
+    rule = rule_service.replace_rule(db=db, actor=user, rule_id=rule_id, request=request)
     return AccessRequestRulePublic.model_validate(rule)
 
 
 @router.delete("/{rule_id}", status_code=204)
-def delete_rule(rule_id: uuid.UUID, session: SessionDep, user: CurrentUser) -> Response:
+def delete_rule(rule_id: uuid.UUID, db: DbDep, user: CurrentUser) -> Response:
     """Delete a rule (admins)."""
-    rule_service.delete_rule(session=session, actor=user, rule_id=rule_id)
+    rule_service.delete_rule(db=db, actor=user, rule_id=rule_id)
     return Response(status_code=204)

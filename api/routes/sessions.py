@@ -2,29 +2,27 @@ import uuid
 
 from fastapi import APIRouter
 
-from api.deps import CurrentUser, SessionDep
-from models import session_service
-from models.clock import utc_now
-from models.sessions import SessionCreate, SessionPublic
+from api.deps import CurrentUser, DbDep
+from models.core.clock import utc_now
+from models.sessions import service as session_service
+from models.sessions.schema import SessionCreate, SessionPublic
 
 router = APIRouter(prefix="/sessions", tags=["sessions"])
 
 
 @router.post("", status_code=201)
-def open_session(request: SessionCreate, session: SessionDep, user: CurrentUser) -> SessionPublic:
+def open_session(request: SessionCreate, db: DbDep, user: CurrentUser) -> SessionPublic:
     """Open a session on a connection; its review is created when review is configured."""
-    return session_service.open_session(session=session, owner=user, request=request, now=utc_now())
+    return session_service.open_session(db=db, owner=user, request=request, now=utc_now())
 
 
 @router.get("/{session_id}")
-def get_session(session_id: uuid.UUID, session: SessionDep, user: CurrentUser) -> SessionPublic:
+def get_session(session_id: uuid.UUID, db: DbDep, user: CurrentUser) -> SessionPublic:
     """One session with its review (owner or admins)."""
-    return session_service.get_session(session=session, viewer=user, session_id=session_id)
+    return session_service.get_session(db=db, viewer=user, session_id=session_id)
 
 
 @router.post("/{session_id}/exec")
-def execute_session(session_id: uuid.UUID, session: SessionDep, user: CurrentUser) -> SessionPublic:
+def execute_session(session_id: uuid.UUID, db: DbDep, user: CurrentUser) -> SessionPublic:
     """Run the session: allowed once approved, inside its time window and before revoke_at."""
-    return session_service.execute_session(
-        session=session, actor=user, session_id=session_id, now=utc_now()
-    )
+    return session_service.execute_session(db=db, actor=user, session_id=session_id, now=utc_now())

@@ -5,14 +5,14 @@ from fastapi import APIRouter, Depends, Request, Response
 from sqlalchemy import Engine
 from starlette.concurrency import run_in_threadpool
 
-from api.deps import CurrentSidecar, CurrentUser, SessionDep, sidecar_token
+from api.deps import CurrentSidecar, CurrentUser, DbDep, sidecar_token
 from api.errors import json_body_openapi, more_error_responses, validated_body
-from models import sidecar_service
-from models.clock import utc_now
-from models.db import session_scope
-from models.license import LicenseSigner
-from models.reviews import ReviewPublic
-from models.sidecars import (
+from models.core.clock import utc_now
+from models.core.db import db_scope
+from models.reviews.schema import ReviewPublic
+from models.sidecars import service as sidecar_service
+from models.sidecars.license import LicenseSigner
+from models.sidecars.schema import (
     HandshakeRequest,
     HandshakeResponse,
     SidecarConfig,
@@ -55,10 +55,10 @@ async def handshake(
 def _handshake(
     engine: Engine, signer: LicenseSigner, token: str | None, raw_body: bytes
 ) -> HandshakeResponse:
-    with session_scope(engine) as session:
-        sidecar = sidecar_service.authenticate_sidecar(session=session, token=token)
+    with db_scope(engine) as db:
+        sidecar = sidecar_service.authenticate_sidecar(db=db, token=token)
         return sidecar_service.handshake_sidecar(
-            session=session,
+            db=db,
             sidecar=sidecar,
             request=validated_body(HandshakeRequest, raw_body),
             signer=signer,
@@ -67,62 +67,52 @@ def _handshake(
 
 
 @router.post("/reviews", status_code=201, responses=NOT_CONFIGURED)
-def file_review(
-    sidecar: CurrentSidecar, request: SidecarReviewCreate, session: SessionDep
-) -> ReviewPublic:
+def file_review(sidecar: CurrentSidecar, request: SidecarReviewCreate, db: DbDep) -> ReviewPublic:
     """File a review for a statement a user runs through one of the sidecar's listeners.
 
     Authenticated by the `gateway-sidecar-token` header. The review names the listener and
     the sidecar, and follows the same rules as any other.
     """
     return sidecar_service.file_sidecar_review(
-        session=session, sidecar=sidecar, request=request, now=utc_now()
+        db=db, sidecar=sidecar, request=request, now=utc_now()
     )
 
 
 @router.get("/reviews/{review_id}")
-def get_filed_review(
-    review_id: uuid.UUID, sidecar: CurrentSidecar, session: SessionDep
-) -> ReviewPublic:
+def get_filed_review(review_id: uuid.UUID, sidecar: CurrentSidecar, db: DbDep) -> ReviewPublic:
     """A review this sidecar filed, to learn its decision (sidecar token)."""
-    return sidecar_service.get_sidecar_review(session=session, sidecar=sidecar, review_id=review_id)
+    return sidecar_service.get_sidecar_review(db=db, sidecar=sidecar, review_id=review_id)
 
 
 @router.post("", status_code=201)
-def create_sidecar(
-    request: SidecarCreate, session: SessionDep, user: CurrentUser
-) -> SidecarCreated:
+def create_sidecar(request: SidecarCreate, db: DbDep, user: CurrentUser) -> SidecarCreated:
     """Register a sidecar (admins). Its token is in this response only; keep it safe."""
-    return sidecar_service.create_sidecar(
-        session=session, actor=user, request=request, now=utc_now()
-    )
+    return sidecar_service.create_sidecar(db=db, actor=user, request=request, now=utc_now())
 
 
 @router.get("")
-def list_sidecars(session: SessionDep, user: CurrentUser) -> list[SidecarPublic]:
+def list_sidecars(db: DbDep, user: CurrentUser) -> list[SidecarPublic]:
     """Every sidecar, revoked ones included (admins)."""
-    return sidecar_service.list_sidecars(session=session, actor=user)
+    return sidecar_service.list_sidecars(db=db, actor=user)
 
 
 @router.get("/{sidecar_id}")
-def get_sidecar(sidecar_id: uuid.UUID, session: SessionDep, user: CurrentUser) -> SidecarPublic:
+def get_sidecar(sidecar_id: uuid.UUID, db: DbDep, user: CurrentUser) -> SidecarPublic:
     """One sidecar, with its version and when it last handshook (admins)."""
-    return sidecar_service.get_sidecar(session=session, actor=user, sidecar_id=sidecar_id)
+    return sidecar_service.get_sidecar(db=db, actor=user, sidecar_id=sidecar_id)
 
 
 @router.put("/{sidecar_id}/config")
 def configure_sidecar(
-    sidecar_id: uuid.UUID, config: SidecarConfig, session: SessionDep, user: CurrentUser
+    sidecar_id: uuid.UUID, config: SidecarConfig, db: DbDep, user: CurrentUser
 ) -> SidecarPublic:
     """Assign the configuration the sidecar must serve (admins); its next handshake gets it."""
     return sidecar_service.configure_sidecar(
-        session=session, actor=user, sidecar_id=sidecar_id, config=config, now=utc_now()
+        db=db, actor=user, sidecar_id=sidecar_id, config=config, now=utc_now()
     )
 
 
 @router.delete("/{sidecar_id}", status_code=204)
-def revoke_sidecar(sidecar_id: uuid.UUID, session: SessionDep, user: CurrentUser) -> None:
+def revoke_sidecar(sidecar_id: uuid.UUID, db: DbDep, user: CurrentUser) -> None:
     """Revoke a sidecar's token (admins): its handshakes are refused from now on."""
-    sidecar_service.revoke_sidecar(
-        session=session, actor=user, sidecar_id=sidecar_id, now=utc_now()
-    )
+    sidecar_service.revoke_sidecar(db=db, actor=user, sidecar_id=sidecar_id, now=utc_now())

@@ -5,11 +5,12 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import RedirectResponse
 from pydantic import BaseModel
 
-from api.deps import SessionDep
-from models import errors, sign_in
-from models.clock import utc_now
-from models.oidc import OidcClient
-from models.users import UserPublic
+from api.deps import DbDep
+from models.core import errors
+from models.core.clock import utc_now
+from models.sign_in import attempts as sign_in
+from models.sign_in.oidc import OidcClient
+from models.users.schema import UserPublic
 
 router = APIRouter(tags=["sign-in"])
 
@@ -37,23 +38,21 @@ def _oidc(request: Request) -> OidcClient:
 @router.get("/login")
 def login(
     request: Request,
-    session: SessionDep,
+    db: DbDep,
     redirect: Annotated[str | None, Query(max_length=2048)] = None,
 ) -> LoginAnswer:
     """The URL that leads to the identity provider (code flow with PKCE, state and nonce).
 
     `redirect` (a loopback address) is where a command-line client wants the token delivered.
     """
-    url = sign_in.start_sign_in(
-        session=session, client=_oidc(request), return_to=redirect, now=utc_now()
-    )
+    url = sign_in.start_sign_in(db=db, client=_oidc(request), return_to=redirect, now=utc_now())
     return LoginAnswer(login_url=url)
 
 
 @router.get("/callback", response_model=SignedIn, responses={302: {"description": "To the app"}})
 def callback(
     request: Request,
-    session: SessionDep,
+    db: DbDep,
     code: Annotated[str | None, Query(max_length=4096)] = None,
     state: Annotated[str | None, Query(max_length=512)] = None,
     error: Annotated[str | None, Query(max_length=256)] = None,
@@ -64,7 +63,7 @@ def callback(
             f"the identity provider did not sign you in ({error or 'no code'}); try again"
         )
     user, access_token, return_to = sign_in.finish_sign_in(
-        session=session, client=_oidc(request), code=code, state=state, now=utc_now()
+        db=db, client=_oidc(request), code=code, state=state, now=utc_now()
     )
     target = return_to or request.app.state.settings.oidc_redirect_url
     if target:

@@ -2,9 +2,9 @@ import uuid
 
 from fastapi import APIRouter
 
-from api.deps import CurrentUser, SessionDep
-from models import user_service
-from models.users import UserPublic, UserUpdate
+from api.deps import CurrentUser, DbDep
+from models.users import service as user_service
+from models.users.schema import UserPublic, UserUpdate
 
 router = APIRouter(prefix="/users", tags=["users"])
 
@@ -16,16 +16,14 @@ def read_me(user: CurrentUser) -> UserPublic:
 
 
 @router.get("")
-def list_users(session: SessionDep, user: CurrentUser) -> list[UserPublic]:
+def list_users(db: DbDep, user: CurrentUser) -> list[UserPublic]:
     """Every user of the organization (admins)."""
-    users = user_service.list_users(session=session, actor=user)
+    users = user_service.list_users(db=db, actor=user)
     return [UserPublic.model_validate(item) for item in users]
 
 
 @router.patch("/{user_id}")
-def update_user(
-    user_id: uuid.UUID, update: UserUpdate, session: SessionDep, user: CurrentUser
-) -> UserPublic:
+def update_user(user_id: uuid.UUID, update: UserUpdate, db: DbDep, user: CurrentUser) -> UserPublic:
     """Change a user's status, groups or chat id (admins)."""
-    updated = user_service.update_user(session=session, user_id=user_id, update=update, actor=user)
+    updated = user_service.update_user(db=db, user_id=user_id, update=update, actor=user)
     return UserPublic.model_validate(updated)

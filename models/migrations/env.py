@@ -1,4 +1,4 @@
-"""Alembic environment: runs on the connection handed over by models.db.upgrade_database."""
+"""Alembic environment: runs on the connection handed over by models.core.db.upgrade_database."""
 
 from alembic import context
 

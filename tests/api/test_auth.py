@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 import jwt
 import pytest
 
-from models.security import AUDIENCE, ISSUER
+from models.sign_in.tokens import AUDIENCE, ISSUER
 from tests.conftest import TEST_SECRET_KEY
 from tests.factories import make_user
 

@@ -2,9 +2,9 @@
 
 import pytest
 
-from models.chat_links import start_chat_link
-from models.clock import utc_now
-from models.db import session_scope
+from models.chat.links import start_chat_link
+from models.core.clock import utc_now
+from models.core.db import db_scope
 from tests.factories import make_user
 
 
@@ -32,8 +32,8 @@ def test_slack_events_without_a_bot_are_refused_with_a_message(client):
 
 def test_a_link_code_links_the_caller_once(client, engine):
     bob = make_user(engine, "bob", ["dba"])
-    with session_scope(engine) as session:
-        code = start_chat_link(session=session, chat_id="U0BOB", now=utc_now())
+    with db_scope(engine) as db:
+        code = start_chat_link(db=db, chat_id="U0BOB", now=utc_now())
 
     linked = client.post("/api/users/me/chat-link", json={"code": code}, headers=bob.headers)
     again = client.post("/api/users/me/chat-link", json={"code": code}, headers=bob.headers)

@@ -6,11 +6,11 @@ import json
 import pytest
 from sqlalchemy import text
 
-from models.db import session_scope
-from models.plugin_service import plugin_envvars
-from models.plugins import PluginName
-from models.sealing import SecretBox
-from models.user_service import default_organization
+from models.core.db import db_scope
+from models.core.sealing import SecretBox
+from models.plugins.schema import PluginName
+from models.plugins.service import plugin_envvars
+from models.users.service import default_organization
 from tests.conftest import TEST_SECRET_KEY
 from tests.factories import make_connection, make_user
 
@@ -43,10 +43,10 @@ def chat_plugin(client, admin):
 
 
 def stored_envvars(engine, name: str) -> dict[str, bytes] | None:
-    with session_scope(engine) as session:
+    with db_scope(engine) as db:
         return plugin_envvars(
-            session=session,
-            organization_id=default_organization(session).id,
+            db=db,
+            organization_id=default_organization(db).id,
             name=PluginName(name),
             secret_box=SecretBox(TEST_SECRET_KEY.encode()),
         )

@@ -6,9 +6,9 @@ import pytest
 from freezegun import freeze_time
 from sqlmodel import select
 
-from models.db import session_scope
-from models.outbox import OutboxEvent
-from models.reviews import ReviewDecisionRecord
+from models.core.db import db_scope
+from models.delivery.outbox import OutboxEvent
+from models.reviews.schema import ReviewDecisionRecord
 from tests.factories import (
     configure_review_groups,
     decide,
@@ -112,8 +112,8 @@ def test_approving_twice_is_a_harmless_no_op(client, engine, people, review):
 
     assert second.status_code == 200
     assert second.json() == first
-    with session_scope(engine) as session:
-        decisions = session.exec(select(ReviewDecisionRecord)).all()
+    with db_scope(engine) as db:
+        decisions = db.exec(select(ReviewDecisionRecord)).all()
     assert len(decisions) == 1
 
 
@@ -199,8 +199,8 @@ def test_the_review_records_who_ended_it(client, engine, people, review):
     decide(client, people["both"], review["id"], status="APPROVED")
     decide(client, people["admin"], review["id"], status="REJECTED", rejection_reason="oops")
 
-    with session_scope(engine) as session:
-        decisions = session.exec(
+    with db_scope(engine) as db:
+        decisions = db.exec(
             select(ReviewDecisionRecord).order_by(ReviewDecisionRecord.created_at)
         ).all()
     assert [(d.actor_id, d.decision, d.status_after, d.door) for d in decisions] == [
@@ -214,8 +214,8 @@ def test_every_change_writes_an_outbox_event(client, engine, people, review):
     decide(client, people["dba"], review["id"], status="APPROVED")  # no-op: no event
     decide(client, people["sre"], review["id"], status="APPROVED")
 
-    with session_scope(engine) as session:
-        events = session.exec(select(OutboxEvent).order_by(OutboxEvent.id)).all()
+    with db_scope(engine) as db:
+        events = db.exec(select(OutboxEvent).order_by(OutboxEvent.id)).all()
     assert [(e.kind, e.payload["status"]) for e in events] == [
         ("review.created", "PENDING"),
         ("review.updated", "PENDING"),

@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 from sqlalchemy import text
 
 from api.app import create_app
-from models.clock import utc_now
-from models.db import session_scope
-from models.license import load_public_key, verify_license
-from models.sidecars import Sidecar
+from models.core.clock import utc_now
+from models.core.db import db_scope
+from models.sidecars.license import load_public_key, verify_license
+from models.sidecars.schema import Sidecar
 from tests.factories import configure_review_groups, decide, make_connection, make_user
 
 LISTENERS = [{"name": "pg", "connection": "pg-prod", "protocol": "postgres", "port": 5432}]
@@ -62,8 +62,8 @@ def handshake(client, token, body=None):
 
 def stored_sidecar(engine, sidecar_id):
     """The sidecar's row as stored, every column."""
-    with session_scope(engine) as session:
-        return session.get_one(Sidecar, uuid.UUID(sidecar_id)).model_dump()
+    with db_scope(engine) as db:
+        return db.get_one(Sidecar, uuid.UUID(sidecar_id)).model_dump()
 
 
 @pytest.fixture

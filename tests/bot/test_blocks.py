@@ -25,9 +25,9 @@ from bot.blocks import (
     time_window_from,
     time_window_modal,
 )
-from models.review_cards import GroupLine, ReviewCardFacts
-from models.review_machine import ReviewStatus
-from models.reviews import ReviewType
+from models.chat.cards import GroupLine, ReviewCardFacts
+from models.reviews.machine import ReviewStatus
+from models.reviews.schema import ReviewType
 
 REVIEW_ID = uuid.UUID("0b5e8a52-8f4e-4c39-9d0e-3a6f1f7c2d11")
 API_URL = f"https://accessgate.example/reviews/{REVIEW_ID}"

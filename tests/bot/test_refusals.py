@@ -7,7 +7,7 @@ import pytest
 
 from bot.listeners import handle_error, replies_with_refusals
 from bot.refusals import refusal_text
-from models import errors
+from models.core import errors
 
 
 @pytest.mark.parametrize(

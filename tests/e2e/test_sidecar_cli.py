@@ -11,8 +11,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from models.clock import utc_now
-from models.license import load_public_key, verify_license
+from models.core.clock import utc_now
+from models.sidecars.license import load_public_key, verify_license
 from tests.support.commands import accessgate, token
 
 pytestmark = pytest.mark.parametrize("backend", ["sqlite"], indirect=True)

@@ -15,11 +15,11 @@ import httpx
 import pytest
 from sqlalchemy import text
 
-from models.clock import utc_now
-from models.db import create_db_engine, session_scope
-from models.security import issue_local_token
-from models.settings import Settings, resolve_secret_key
-from models.user_service import upsert_user
+from models.core.clock import utc_now
+from models.core.db import create_db_engine, db_scope
+from models.core.settings import Settings, resolve_secret_key
+from models.sign_in.tokens import issue_local_token
+from models.users.service import upsert_user
 from tests.support.commands import running_server
 from tests.support.postgres import free_port
 from tests.support.slack_server import SlackServer, buttons, text_of
@@ -108,8 +108,8 @@ def bearer(
     )
     engine = create_db_engine(settings.resolved_database_url())
     try:
-        with session_scope(engine) as session:
-            upsert_user(session=session, sub=sub, name=name, email=email, groups=list(groups))
+        with db_scope(engine) as db:
+            upsert_user(db=db, sub=sub, name=name, email=email, groups=list(groups))
     finally:
         engine.dispose()
     key = resolve_secret_key(settings)

@@ -7,58 +7,53 @@ from datetime import timedelta
 import pytest
 from sqlmodel import select
 
-from models import errors
-from models.chat_delivery import (
+from models.chat.messages import (
     CARD_KINDS,
     DIRECT_MESSAGE_KINDS,
-    LEASE,
     ChatMessage,
     ChatMessageKind,
     card_channels,
     card_key,
     delivered_keys,
-    lease_deliverable_events,
-    mark_delivered,
-    postpone,
     remember_message,
 )
-from models.clock import utc_now
-from models.connection_service import create_connection
-from models.connections import ConnectionCreate
-from models.db import session_scope
-from models.outbox import OutboxEvent, on_committed_events
-from models.plugin_service import create_plugin
-from models.plugins import PluginConnectionIn, PluginCreate, PluginName
-from models.review_machine import Decision
-from models.review_service import update_review
-from models.reviews import ReviewDecisionRequest
-from models.rule_service import create_rule
-from models.rules import AccessRequestRuleIn
-from models.sealing import SecretBox
-from models.session_service import open_session
-from models.sessions import SessionCreate
-from models.user_service import upsert_user
+from models.connections.schema import ConnectionCreate
+from models.connections.service import create_connection
+from models.core import errors
+from models.core.clock import utc_now
+from models.core.db import db_scope
+from models.core.sealing import SecretBox
+from models.delivery.leases import LEASE, lease_deliverable_events, mark_delivered, postpone
+from models.delivery.outbox import OutboxEvent, on_committed_events
+from models.plugins.schema import PluginConnectionIn, PluginCreate, PluginName
+from models.plugins.service import create_plugin
+from models.reviews.machine import Decision
+from models.reviews.schema import ReviewDecisionRequest
+from models.reviews.service import update_review
+from models.rules.schema import AccessRequestRuleIn
+from models.rules.service import create_rule
+from models.sessions.schema import SessionCreate
+from models.sessions.service import open_session
+from models.users.service import upsert_user
 
 pytestmark = pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
 
 
 def open_reviews(engine, count: int) -> list:
     """``count`` pending reviews on connection ``db``; returns their ids and the people."""
-    with session_scope(engine) as session:
-        admin = upsert_user(session=session, sub="admin", groups=["admin"])
-        owner = upsert_user(session=session, sub="owner", groups=["dev"])
-        reviewer = upsert_user(session=session, sub="reviewer", groups=["dba"])
-        create_connection(
-            session=session, actor=admin, request=ConnectionCreate(name="db", type="database")
-        )
+    with db_scope(engine) as db:
+        admin = upsert_user(db=db, sub="admin", groups=["admin"])
+        owner = upsert_user(db=db, sub="owner", groups=["dev"])
+        reviewer = upsert_user(db=db, sub="reviewer", groups=["dba"])
+        create_connection(db=db, actor=admin, request=ConnectionCreate(name="db", type="database"))
         create_rule(
-            session=session,
+            db=db,
             actor=admin,
             request=AccessRequestRuleIn(name="all", connections=["db"], approval_groups=["dba"]),
         )
         review_ids = [
             open_session(
-                session=session, owner=owner, request=SessionCreate(connection="db"), now=utc_now()
+                db=db, owner=owner, request=SessionCreate(connection="db"), now=utc_now()
             ).review.id  # type: ignore[union-attr]
             for _ in range(count)
         ]
@@ -66,16 +61,14 @@ def open_reviews(engine, count: int) -> list:
 
 
 def lease(engine, *, now=None, limit=100, kinds=CARD_KINDS):
-    with session_scope(engine) as session:
-        return lease_deliverable_events(
-            session=session, now=now or utc_now(), limit=limit, kinds=kinds
-        )
+    with db_scope(engine) as db:
+        return lease_deliverable_events(db=db, now=now or utc_now(), limit=limit, kinds=kinds)
 
 
 def approve(engine, review_id, reviewer) -> None:
-    with session_scope(engine) as session:
+    with db_scope(engine) as db:
         update_review(
-            session=session,
+            db=db,
             review_ref=str(review_id),
             actor=reviewer,
             request=ReviewDecisionRequest(status=Decision.APPROVED),
@@ -90,8 +83,8 @@ def test_events_of_one_review_are_offered_one_at_a_time_oldest_first(engine):
     first = lease(engine)
     assert [e.kind for e in first] == ["review.created"]
     assert lease(engine) == [], "the update waits while the card is being posted"
-    with session_scope(engine) as session:
-        mark_delivered(session=session, event_id=first[0].id, now=utc_now())
+    with db_scope(engine) as db:
+        mark_delivered(db=db, event_id=first[0].id, now=utc_now())
 
     second = lease(engine)
     assert [e.kind for e in second] == ["review.updated"]
@@ -101,14 +94,14 @@ def test_events_of_one_review_are_offered_one_at_a_time_oldest_first(engine):
 def test_direct_messages_go_in_their_own_lane_and_never_hold_back_cards(engine):
     (review_id, _), admin, reviewer = open_reviews(engine, 2)
     created = lease(engine)
-    with session_scope(engine) as session:
+    with db_scope(engine) as db:
         for event in created:
-            mark_delivered(session=session, event_id=event.id, now=utc_now())
+            mark_delivered(db=db, event_id=event.id, now=utc_now())
     approve(engine, review_id, reviewer)
     (approved,) = lease(engine)
-    with session_scope(engine) as session:
+    with db_scope(engine) as db:
         mark_delivered(
-            session=session,
+            db=db,
             event_id=approved.id,
             now=utc_now(),
             direct_message=(review_id, "APPROVED"),
@@ -121,9 +114,9 @@ def test_direct_messages_go_in_their_own_lane_and_never_hold_back_cards(engine):
         "APPROVED",
     )
     # The DM is leased and waiting; the review's next card event is not held back by it.
-    with session_scope(engine) as session:
+    with db_scope(engine) as db:
         update_review(
-            session=session,
+            db=db,
             review_ref=str(review_id),
             actor=admin,
             request=ReviewDecisionRequest(status=Decision.REVOKED),
@@ -162,9 +155,9 @@ def test_two_deliverers_leasing_at_once_share_the_events_without_overlap(engine)
 def test_a_postponed_event_waits_for_its_backoff_and_counts_the_attempt(engine):
     open_reviews(engine, 1)
     (event,) = lease(engine)
-    with session_scope(engine) as session:
+    with db_scope(engine) as db:
         postpone(
-            session=session,
+            db=db,
             event_id=event.id,
             now=utc_now(),
             delay=timedelta(seconds=30),
@@ -174,8 +167,8 @@ def test_a_postponed_event_waits_for_its_backoff_and_counts_the_attempt(engine):
     assert lease(engine) == []
     (retried,) = lease(engine, now=utc_now() + timedelta(seconds=31))
     assert (retried.id, retried.attempts) == (event.id, 1)
-    with session_scope(engine) as session:
-        row = session.get_one(OutboxEvent, event.id)
+    with db_scope(engine) as db:
+        row = db.get_one(OutboxEvent, event.id)
         assert row.last_error == "SlackApiError: ratelimited"
         assert row.delivered_at is None
 
@@ -185,9 +178,9 @@ def test_a_message_is_remembered_once_by_its_delivery_key(engine):
     key = card_key(review_id, "C0DBA")
 
     for ts in ("1700000000.000100", "1700000000.000200"):
-        with session_scope(engine) as session:
+        with db_scope(engine) as db:
             remember_message(
-                session=session,
+                db=db,
                 delivery_key=key,
                 review_id=review_id,
                 kind=ChatMessageKind.CARD,
@@ -196,17 +189,17 @@ def test_a_message_is_remembered_once_by_its_delivery_key(engine):
                 now=utc_now(),
             )
 
-    with session_scope(engine) as session:
-        assert delivered_keys(session=session, keys=[key, card_key(review_id, "C0X")]) == {key}
-        (message,) = session.exec(select(ChatMessage)).all()
+    with db_scope(engine) as db:
+        assert delivered_keys(db=db, keys=[key, card_key(review_id, "C0X")]) == {key}
+        (message,) = db.exec(select(ChatMessage)).all()
         assert message.ts == "1700000000.000100", "the first card stays the card"
 
 
 def test_cards_go_to_the_connections_channels_and_the_default_channel(engine):
     (review_id,), admin, _reviewer = open_reviews(engine, 1)
-    with session_scope(engine) as session:
+    with db_scope(engine) as db:
         create_plugin(
-            session=session,
+            db=db,
             actor=admin,
             request=PluginCreate(
                 name=PluginName.CHAT,
@@ -215,13 +208,13 @@ def test_cards_go_to_the_connections_channels_and_the_default_channel(engine):
             secret_box=SecretBox(b"k" * 32),
         )
 
-    with session_scope(engine) as session:
-        assert card_channels(session=session, review_id=review_id, default_channel="C0ALL") == [
+    with db_scope(engine) as db:
+        assert card_channels(db=db, review_id=review_id, default_channel="C0ALL") == [
             "C0DBA",
             "C0OPS",
             "C0ALL",
         ]
-        assert card_channels(session=session, review_id=review_id, default_channel="C0DBA") == [
+        assert card_channels(db=db, review_id=review_id, default_channel="C0DBA") == [
             "C0DBA",
             "C0OPS",
         ]
@@ -234,8 +227,8 @@ def test_committed_events_wake_listeners_and_rolled_back_ones_do_not(engine):
         review_ids, _admin, reviewer = open_reviews(engine, 2)
         woken_by_setup = len(woken)
         assert woken_by_setup >= 1
-        with session_scope(engine) as session:
-            outsider = upsert_user(session=session, sub="outsider", groups=["qa"])
+        with db_scope(engine) as db:
+            outsider = upsert_user(db=db, sub="outsider", groups=["qa"])
         with pytest.raises(errors.NotAReviewer):
             approve(engine, review_ids[0], outsider)
         assert len(woken) == woken_by_setup, "a refused decision writes no event"

@@ -6,19 +6,19 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from sqlmodel import select
 
-from models.clock import utc_now
-from models.connection_service import create_connection
-from models.connections import ConnectionCreate
-from models.db import session_scope
-from models.outbox import EventKind, OutboxEvent
-from models.review_machine import Decision, ReviewStatus
-from models.review_service import get_review, update_review
-from models.reviews import ReviewDecisionRecord, ReviewDecisionRequest
-from models.rule_service import create_rule
-from models.rules import AccessRequestRuleIn
-from models.session_service import open_session
-from models.sessions import SessionCreate
-from models.user_service import upsert_user
+from models.connections.schema import ConnectionCreate
+from models.connections.service import create_connection
+from models.core.clock import utc_now
+from models.core.db import db_scope
+from models.delivery.outbox import EventKind, OutboxEvent
+from models.reviews.machine import Decision, ReviewStatus
+from models.reviews.schema import ReviewDecisionRecord, ReviewDecisionRequest
+from models.reviews.service import get_review, update_review
+from models.rules.schema import AccessRequestRuleIn
+from models.rules.service import create_rule
+from models.sessions.schema import SessionCreate
+from models.sessions.service import open_session
+from models.users.service import upsert_user
 
 REVIEWERS = 32
 
@@ -27,24 +27,21 @@ pytestmark = pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect
 
 def test_32_reviewers_approving_at_once_all_count_and_approve_once(engine):
     groups = [f"group-{number:02d}" for number in range(REVIEWERS)]
-    with session_scope(engine) as session:
-        admin = upsert_user(session=session, sub="admin", groups=["admin"])
-        owner = upsert_user(session=session, sub="owner", groups=["dev"])
+    with db_scope(engine) as db:
+        admin = upsert_user(db=db, sub="admin", groups=["admin"])
+        owner = upsert_user(db=db, sub="owner", groups=["dev"])
         reviewers = [
-            upsert_user(session=session, sub=f"reviewer-{group}", groups=[group])
-            for group in groups
+            upsert_user(db=db, sub=f"reviewer-{group}", groups=[group]) for group in groups
         ]
-        create_connection(
-            session=session, actor=admin, request=ConnectionCreate(name="db", type="database")
-        )
+        create_connection(db=db, actor=admin, request=ConnectionCreate(name="db", type="database"))
         create_rule(
-            session=session,
+            db=db,
             actor=admin,
             request=AccessRequestRuleIn(name="all", connections=["db"], approval_groups=groups),
         )
         review_id = str(
             open_session(
-                session=session,
+                db=db,
                 owner=owner,
                 request=SessionCreate(connection="db"),
                 now=utc_now(),
@@ -54,10 +51,10 @@ def test_32_reviewers_approving_at_once_all_count_and_approve_once(engine):
     start = threading.Barrier(REVIEWERS)
 
     def approve(reviewer):
-        with session_scope(engine) as session:
+        with db_scope(engine) as db:
             start.wait()
             return update_review(
-                session=session,
+                db=db,
                 review_ref=review_id,
                 actor=reviewer,
                 request=ReviewDecisionRequest(status=Decision.APPROVED),
@@ -68,10 +65,10 @@ def test_32_reviewers_approving_at_once_all_count_and_approve_once(engine):
         seen = list(pool.map(approve, reviewers))
 
     assert seen.count(ReviewStatus.APPROVED) == 1, "only the last decision completes the review"
-    with session_scope(engine) as session:
-        review = get_review(session=session, review_ref=review_id, viewer=admin)
-        decisions = session.exec(select(ReviewDecisionRecord)).all()
-        events = session.exec(
+    with db_scope(engine) as db:
+        review = get_review(db=db, review_ref=review_id, viewer=admin)
+        decisions = db.exec(select(ReviewDecisionRecord)).all()
+        events = db.exec(
             select(OutboxEvent).where(OutboxEvent.kind == EventKind.REVIEW_UPDATED)
         ).all()
     assert review.status is ReviewStatus.APPROVED

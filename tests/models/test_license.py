@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from models import errors
-from models.license import InvalidLicense, LicenseSigner, license_signer, verify_license
-from models.settings import Settings
+from models.core import errors
+from models.core.settings import Settings
+from models.sidecars.license import InvalidLicense, LicenseSigner, license_signer, verify_license
 
 ORGANIZATION_ID = uuid.UUID("7d3c0e1a-5b7e-4a53-9a8e-2f4b6b0c1d2e")
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)

@@ -5,9 +5,9 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlmodel import select
 
-from models.db import session_scope, upgrade_database
+from models.core.db import db_scope, upgrade_database
 from models.tables import metadata
-from models.users import Organization
+from models.users.schema import Organization
 
 pytestmark = pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
 
@@ -24,6 +24,6 @@ def test_migrated_schema_matches_the_tables(engine):
 def test_upgrading_again_changes_nothing_and_keeps_one_default_organization(engine):
     upgrade_database(engine)
 
-    with session_scope(engine) as session:
-        names = session.exec(select(Organization.name)).all()
+    with db_scope(engine) as db:
+        names = db.exec(select(Organization.name)).all()
     assert names == ["default"]

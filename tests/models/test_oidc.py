@@ -6,8 +6,8 @@ import httpx
 import jwt
 import pytest
 
-from models import errors
-from models.oidc import OidcClient
+from models.core import errors
+from models.sign_in.oidc import OidcClient
 from tests.support.oidc_provider import signing_key
 
 ISSUER = "https://idp.example"

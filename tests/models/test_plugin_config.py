@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from models import errors
-from models.plugin_config import (
+from models.core import errors
+from models.plugins.config import (
     MAX_DECODED_VALUE_BYTES,
     PluginConfigIn,
     check_runnable,

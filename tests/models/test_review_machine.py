@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from models import errors
-from models.review_machine import (
+from models.core import errors
+from models.reviews.machine import (
     Decision,
     Reviewer,
     ReviewState,

@@ -2,7 +2,7 @@
 
 import pytest
 
-from models.sealing import SecretBox, UnsealError
+from models.core.sealing import SecretBox, UnsealError
 
 BOX = SecretBox(b"one secret key")
 

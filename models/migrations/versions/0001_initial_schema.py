@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 import sqlalchemy as sa
 from alembic import op
 
-import models.db
+import models.core.db
 
 revision: str = "0001"
 down_revision: str | None = None
@@ -26,7 +26,7 @@ def upgrade() -> None:
         "organization",
         sa.Column("id", sa.Uuid(), nullable=False),
         sa.Column("name", sa.String(length=200), nullable=False),
-        sa.Column("created_at", models.db.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("created_at", models.core.db.UTCDateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("id"),
         sa.UniqueConstraint("name"),
     )
@@ -42,8 +42,8 @@ def upgrade() -> None:
         ),
         sa.Column("review_id", sa.Uuid(), nullable=True),
         sa.Column("payload", sa.JSON(), nullable=False),
-        sa.Column("created_at", models.db.UTCDateTime(timezone=True), nullable=False),
-        sa.Column("delivered_at", models.db.UTCDateTime(timezone=True), nullable=True),
+        sa.Column("created_at", models.core.db.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("delivered_at", models.core.db.UTCDateTime(timezone=True), nullable=True),
         sa.Column("attempts", sa.Integer(), nullable=False),
         sa.Column("last_error", sa.String(length=1000), nullable=True),
         sa.PrimaryKeyConstraint("id"),
@@ -64,7 +64,7 @@ def upgrade() -> None:
         sa.Column("force_approval_groups", sa.JSON(), nullable=False),
         sa.Column("min_approvals", sa.Integer(), nullable=True),
         sa.Column("access_max_duration", sa.BigInteger(), nullable=True),
-        sa.Column("created_at", models.db.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("created_at", models.core.db.UTCDateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(
             ["organization_id"],
             ["organization.id"],
@@ -84,7 +84,7 @@ def upgrade() -> None:
         sa.Column("name", sa.String(length=128), nullable=False),
         sa.Column("type", sa.String(length=64), nullable=False),
         sa.Column("subtype", sa.String(length=64), nullable=False),
-        sa.Column("created_at", models.db.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("created_at", models.core.db.UTCDateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(
             ["organization_id"],
             ["organization.id"],
@@ -119,7 +119,7 @@ def upgrade() -> None:
             nullable=False,
         ),
         sa.Column("config_id", sa.Uuid(), nullable=False),
-        sa.Column("created_at", models.db.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("created_at", models.core.db.UTCDateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(
             ["organization_id"],
             ["organization.id"],
@@ -146,7 +146,7 @@ def upgrade() -> None:
             nullable=False,
         ),
         sa.Column("chat_id", sa.String(length=64), nullable=True),
-        sa.Column("created_at", models.db.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("created_at", models.core.db.UTCDateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(
             ["organization_id"],
             ["organization.id"],
@@ -174,8 +174,8 @@ def upgrade() -> None:
             nullable=False,
         ),
         sa.Column("access_duration", sa.BigInteger(), nullable=False),
-        sa.Column("created_at", models.db.UTCDateTime(timezone=True), nullable=False),
-        sa.Column("executed_at", models.db.UTCDateTime(timezone=True), nullable=True),
+        sa.Column("created_at", models.core.db.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("executed_at", models.core.db.UTCDateTime(timezone=True), nullable=True),
         sa.ForeignKeyConstraint(
             ["connection_id"],
             ["connection.id"],
@@ -252,10 +252,10 @@ def upgrade() -> None:
         sa.Column("access_duration", sa.BigInteger(), nullable=False),
         sa.Column("access_request_rule_name", sa.String(length=128), nullable=True),
         sa.Column("rejection_reason", sa.Text(), nullable=True),
-        sa.Column("created_at", models.db.UTCDateTime(timezone=True), nullable=False),
-        sa.Column("revoke_at", models.db.UTCDateTime(timezone=True), nullable=True),
+        sa.Column("created_at", models.core.db.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("revoke_at", models.core.db.UTCDateTime(timezone=True), nullable=True),
         sa.Column("ended_by_id", sa.Uuid(), nullable=True),
-        sa.Column("ended_at", models.db.UTCDateTime(timezone=True), nullable=True),
+        sa.Column("ended_at", models.core.db.UTCDateTime(timezone=True), nullable=True),
         sa.Column("listener_name", sa.String(length=128), nullable=True),
         sa.Column("sidecar_id", sa.Uuid(), nullable=True),
         sa.ForeignKeyConstraint(
@@ -335,7 +335,7 @@ def upgrade() -> None:
             ),
             nullable=False,
         ),
-        sa.Column("created_at", models.db.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("created_at", models.core.db.UTCDateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(
             ["actor_id"],
             ["user.id"],
@@ -370,7 +370,7 @@ def upgrade() -> None:
             nullable=False,
         ),
         sa.Column("reviewed_by_id", sa.Uuid(), nullable=True),
-        sa.Column("review_date", models.db.UTCDateTime(timezone=True), nullable=True),
+        sa.Column("review_date", models.core.db.UTCDateTime(timezone=True), nullable=True),
         sa.Column("forced_review", sa.Boolean(), nullable=False),
         sa.ForeignKeyConstraint(["review_id"], ["review.id"], ondelete="CASCADE"),
         sa.ForeignKeyConstraint(
@@ -390,7 +390,7 @@ def upgrade() -> None:
         "organization",
         sa.column("id", sa.Uuid()),
         sa.column("name", sa.String()),
-        sa.column("created_at", models.db.UTCDateTime()),
+        sa.column("created_at", models.core.db.UTCDateTime()),
     )
     op.bulk_insert(
         organization,

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-import models.db
+import models.core.db
 
 revision: str = "0002"
 down_revision: str | None = "0001"
@@ -27,11 +27,11 @@ def upgrade() -> None:
         sa.Column("name", sa.String(length=63), nullable=False),
         sa.Column("token_hash", sa.String(length=64), nullable=False),
         sa.Column("version", sa.String(length=64), nullable=True),
-        sa.Column("last_seen_at", models.db.UTCDateTime(timezone=True), nullable=True),
+        sa.Column("last_seen_at", models.core.db.UTCDateTime(timezone=True), nullable=True),
         sa.Column("config", sa.JSON(none_as_null=True), nullable=True),
-        sa.Column("configured_at", models.db.UTCDateTime(timezone=True), nullable=True),
-        sa.Column("created_at", models.db.UTCDateTime(timezone=True), nullable=False),
-        sa.Column("revoked_at", models.db.UTCDateTime(timezone=True), nullable=True),
+        sa.Column("configured_at", models.core.db.UTCDateTime(timezone=True), nullable=True),
+        sa.Column("created_at", models.core.db.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("revoked_at", models.core.db.UTCDateTime(timezone=True), nullable=True),
         sa.ForeignKeyConstraint(
             ["organization_id"],
             ["organization.id"],

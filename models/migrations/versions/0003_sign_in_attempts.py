@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-import models.db
+import models.core.db
 
 revision: str = "0003"
 down_revision: str | None = "0002"
@@ -26,7 +26,7 @@ def upgrade() -> None:
         sa.Column("nonce", sa.String(length=128), nullable=False),
         sa.Column("code_verifier", sa.String(length=128), nullable=False),
         sa.Column("return_to", sa.String(length=2048), nullable=True),
-        sa.Column("created_at", models.db.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("created_at", models.core.db.UTCDateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("state_hash"),
     )
     with op.batch_alter_table("sign_in_attempt", schema=None) as batch_op:

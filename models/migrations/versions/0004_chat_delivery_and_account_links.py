@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-import models.db
+import models.core.db
 
 revision: str = "0004"
 down_revision: str | None = "0003"
@@ -24,7 +24,7 @@ def upgrade() -> None:
         "chat_link_code",
         sa.Column("code_hash", sa.String(length=64), nullable=False),
         sa.Column("chat_id", sa.String(length=64), nullable=False),
-        sa.Column("created_at", models.db.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("created_at", models.core.db.UTCDateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("code_hash"),
     )
     with op.batch_alter_table("chat_link_code", schema=None) as batch_op:
@@ -45,7 +45,7 @@ def upgrade() -> None:
         ),
         sa.Column("channel", sa.String(length=64), nullable=False),
         sa.Column("ts", sa.String(length=64), nullable=False),
-        sa.Column("posted_at", models.db.UTCDateTime(timezone=True), nullable=False),
+        sa.Column("posted_at", models.core.db.UTCDateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(["review_id"], ["review.id"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id"),
         sa.UniqueConstraint("delivery_key"),
@@ -55,10 +55,10 @@ def upgrade() -> None:
 
     with op.batch_alter_table("outbox_event", schema=None) as batch_op:
         batch_op.add_column(
-            sa.Column("next_attempt_at", models.db.UTCDateTime(timezone=True), nullable=True)
+            sa.Column("next_attempt_at", models.core.db.UTCDateTime(timezone=True), nullable=True)
         )
         batch_op.add_column(
-            sa.Column("leased_until", models.db.UTCDateTime(timezone=True), nullable=True)
+            sa.Column("leased_until", models.core.db.UTCDateTime(timezone=True), nullable=True)
         )
 
     # ### end Alembic commands ###

@@ -1,0 +1,108 @@
+"""What a chat card shows of a review: one read of everything a reviewer needs to decide.
+
+The card is rendered from the review's current state every time it is posted or rewritten, so a
+card never shows a decision older than the newest one, whatever order events arrive in.
+"""
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlmodel import Session, col, select
+
+from models.reviews.machine import ReviewStatus
+from models.reviews.schema import Review, ReviewGroupPublic, ReviewType
+from models.reviews.service import review_views
+from models.sessions.schema import GatewaySession
+from models.users.schema import User
+
+
+@dataclass(frozen=True)
+class GroupLine:
+    """One reviewer group's status on the card, with who decided and when."""
+
+    group: str
+    status: ReviewStatus
+    reviewed_by_name: str | None
+    reviewed_by_chat_id: str | None
+    reviewed_at: datetime | None
+    forced: bool
+
+
+@dataclass(frozen=True)
+class ReviewCardFacts:
+    """Everything a card shows; read once from the database, rendered by pure functions."""
+
+    review_id: uuid.UUID
+    session_id: uuid.UUID
+    status: ReviewStatus
+    type: ReviewType
+    access_duration_ns: int
+    requester_name: str
+    requester_email: str
+    requester_chat_id: str | None
+    connection_name: str
+    script: str
+    created_at: datetime
+    groups: tuple[GroupLine, ...]
+    force_approval_groups: tuple[str, ...]
+    min_approvals: int | None
+    time_window: tuple[str, str] | None
+    rejection_reason: str | None
+    revoke_at: datetime | None
+    ended_by_name: str | None
+    ended_at: datetime | None
+    api_url: str
+
+
+def review_card_facts(
+    *, db: Session, review_id: uuid.UUID, api_base_url: str
+) -> ReviewCardFacts | None:
+    """The facts of one review's card, or None if the review no longer exists."""
+    row = db.exec(
+        select(Review, GatewaySession, User)
+        .join(GatewaySession, col(GatewaySession.id) == Review.session_id)
+        .join(User, col(User.id) == Review.owner_id)
+        .where(Review.id == review_id)
+    ).first()
+    if row is None:
+        return None
+    review, gateway_session, requester = row
+    # The entries as the API shows them, reviewers included: one way to read them.
+    view = review_views(db, [review])[0]
+    ended_by = db.get(User, review.ended_by_id) if review.ended_by_id else None
+    window = view.time_window.configuration if view.time_window else None
+    return ReviewCardFacts(
+        review_id=review.id,
+        session_id=review.session_id,
+        status=review.status,
+        type=review.type,
+        access_duration_ns=review.access_duration,
+        requester_name=requester.name,
+        requester_email=requester.email,
+        requester_chat_id=requester.chat_id,
+        connection_name=review.connection_name,
+        script=gateway_session.script,
+        created_at=review.created_at,
+        groups=tuple(_group_line(entry) for entry in view.review_groups_data),
+        force_approval_groups=tuple(review.force_approval_groups),
+        min_approvals=review.min_approvals,
+        time_window=None if window is None else (window["start_time"], window["end_time"]),
+        rejection_reason=review.rejection_reason,
+        revoke_at=review.revoke_at,
+        ended_by_name=None if ended_by is None else (ended_by.name or ended_by.email),
+        ended_at=review.ended_at,
+        api_url=f"{api_base_url.rstrip('/')}/reviews/{review.id}",
+    )
+
+
+def _group_line(entry: ReviewGroupPublic) -> GroupLine:
+    reviewer = entry.reviewed_by
+    return GroupLine(
+        group=entry.group,
+        status=entry.status,
+        reviewed_by_name=None if reviewer is None else (reviewer.name or reviewer.email),
+        reviewed_by_chat_id=None if reviewer is None else (reviewer.chat_id or None),
+        reviewed_at=entry.review_date,
+        forced=entry.forced_review,
+    )

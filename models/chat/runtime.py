@@ -1,0 +1,81 @@
+"""What the API needs from the chat bot, without knowing how it talks to the chat service.
+
+The process that serves both wires a bot implementing ``ChatRuntime`` into the API at start-up;
+``models`` and ``api`` never import the bot.
+"""
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Protocol
+
+from sqlalchemy import Engine
+
+from models.core.sealing import SecretBox
+
+
+class ChatState(StrEnum):
+    STOPPED = "stopped"  # no chat configuration
+    CONNECTING = "connecting"
+    CONNECTED = "connected"
+    RETRYING = "retrying"  # the chat service cannot be reached; trying again with backoff
+    FAILED = "failed"  # the chat service refused the configuration; a new one is needed
+
+
+@dataclass(frozen=True)
+class ChatStatus:
+    """How the bot is doing, as an admin sees it."""
+
+    state: ChatState
+    mode: str | None
+    team: str | None
+    team_id: str | None
+    bot_user_id: str | None
+    last_error: str | None
+    since: datetime
+
+
+@dataclass(frozen=True)
+class SignedChatRequest:
+    """An HTTP request from the chat service, passed on untouched (its signature covers it)."""
+
+    body: bytes
+    headers: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class ChatResponse:
+    status: int
+    body: bytes
+    headers: Mapping[str, str]
+
+
+class ChatRuntime(Protocol):
+    """The chat bot as the API sees it."""
+
+    def check_configuration(self, values: Mapping[str, bytes]) -> None:
+        """Ask the chat service whether it accepts these tokens; raise UnusableConfiguration.
+
+        Returns normally when the service accepts them or cannot be reached (the configuration
+        is then stored and the bot keeps retrying). Called from a worker thread.
+        """
+
+    def configuration_changed(self) -> None:
+        """The stored configuration changed (or was removed); apply it. Thread-safe, quick."""
+
+    def status(self) -> ChatStatus:
+        """The current state of the bot."""
+
+    async def handle_http(self, request: SignedChatRequest) -> ChatResponse:
+        """Answer a request the chat service sent to the HTTP endpoint."""
+
+    async def start(self) -> None:
+        """Apply the stored configuration and start delivering (at service start-up)."""
+
+    async def stop(self) -> None:
+        """Disconnect and stop delivering; undelivered events stay in the outbox."""
+
+
+# Builds the bot once the service has its engine and cipher (inside the app's lifespan).
+ChatRuntimeFactory = Callable[[Engine, SecretBox], ChatRuntime]

@@ -1,0 +1,1 @@
+"""Connections: the databases and servers users open sessions against."""

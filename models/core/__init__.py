@@ -1,0 +1,1 @@
+"""What every feature shares: settings, domain errors, the clock, sealing, the database."""

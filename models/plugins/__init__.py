@@ -1,0 +1,1 @@
+"""Plugins: their connections and their sealed top-level configuration."""

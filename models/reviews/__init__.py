@@ -1,0 +1,1 @@
+"""Reviews: the state machine and the one service both the API and the chat bot call."""

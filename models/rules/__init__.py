@@ -1,0 +1,1 @@
+"""Access request rules: which groups review sessions on which connections, and how."""

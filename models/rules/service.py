@@ -1,0 +1,107 @@
+"""Access request rules: admin CRUD, and finding the rule that governs a connection."""
+
+import uuid
+
+from sqlmodel import Session, col, select
+
+from models.connections.schema import Connection
+from models.core import errors
+from models.core.db import flush_or_conflict, write_transaction
+from models.rules.schema import AccessRequestRule, AccessRequestRuleIn
+from models.users.schema import User
+from models.users.service import require_admin
+
+RULE_NOT_FOUND = "access request rule not found"
+
+
+def create_rule(*, db: Session, actor: User, request: AccessRequestRuleIn) -> AccessRequestRule:
+    """Create a rule. A connection is governed by at most one rule. Commit."""
+    require_admin(actor)
+    with write_transaction(db):
+        _check_connections(db, actor, request, replacing=None)
+        rule = AccessRequestRule(organization_id=actor.organization_id, **request.model_dump())
+        _save(db, rule, request.name)
+    return rule
+
+
+def replace_rule(
+    *, db: Session, actor: User, rule_id: uuid.UUID, request: AccessRequestRuleIn
+) -> AccessRequestRule:
+    """Replace every field of a rule. Reviews already created keep what they were made with."""
+    require_admin(actor)
+    with write_transaction(db):
+        rule = get_rule(db=db, actor=actor, rule_id=rule_id)
+        _check_connections(db, actor, request, replacing=rule.id)
+        for field, value in request.model_dump().items():
+            setattr(rule, field, value)
+        _save(db, rule, request.name)
+    return rule
+
+
+def delete_rule(*, db: Session, actor: User, rule_id: uuid.UUID) -> None:
+    """Delete a rule. Commit."""
+    require_admin(actor)
+    with write_transaction(db):
+        db.delete(get_rule(db=db, actor=actor, rule_id=rule_id))
+
+
+def get_rule(*, db: Session, actor: User, rule_id: uuid.UUID) -> AccessRequestRule:
+    """One rule of the actor's organization."""
+    require_admin(actor)
+    rule = db.get(AccessRequestRule, rule_id)
+    if rule is None or rule.organization_id != actor.organization_id:
+        raise errors.NotFound(RULE_NOT_FOUND)
+    return rule
+
+
+def list_rules(*, db: Session, actor: User) -> list[AccessRequestRule]:
+    """Every rule of the actor's organization, by name."""
+    require_admin(actor)
+    return _rules_of(db, actor.organization_id)
+
+
+def rule_for_connection(
+    *, db: Session, organization_id: uuid.UUID, connection_name: str
+) -> AccessRequestRule | None:
+    """The rule that governs a connection, if one does."""
+    # Rules are few and their connection lists are JSON, which each backend queries differently.
+    for rule in _rules_of(db, organization_id):
+        if connection_name in rule.connections:
+            return rule
+    return None
+
+
+def _rules_of(db: Session, organization_id: uuid.UUID) -> list[AccessRequestRule]:
+    statement = (
+        select(AccessRequestRule)
+        .where(AccessRequestRule.organization_id == organization_id)
+        .order_by(col(AccessRequestRule.name))
+    )
+    return list(db.exec(statement))
+
+
+def _check_connections(
+    db: Session, actor: User, request: AccessRequestRuleIn, *, replacing: uuid.UUID | None
+) -> None:
+    known = set(
+        db.exec(
+            select(Connection.name).where(
+                Connection.organization_id == actor.organization_id,
+                col(Connection.name).in_(request.connections),
+            )
+        )
+    )
+    unknown = [name for name in request.connections if name not in known]
+    if unknown:
+        raise errors.InvalidRequest(f"no connection is called {', '.join(unknown)}")
+    for rule in _rules_of(db, actor.organization_id):
+        taken = sorted(set(rule.connections) & set(request.connections))
+        if rule.id != replacing and taken:
+            raise errors.Conflict(
+                f"connection {', '.join(taken)} is already governed by the rule {rule.name!r}"
+            )
+
+
+def _save(db: Session, rule: AccessRequestRule, name: str) -> None:
+    db.add(rule)
+    flush_or_conflict(db, f"an access request rule named {name!r} already exists")

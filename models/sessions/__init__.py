@@ -1,0 +1,1 @@
+"""Gateway sessions: opening one creates its review when review is configured."""

@@ -1,0 +1,1 @@
+"""Sidecars: registration, token authentication, the handshake and its signed license."""

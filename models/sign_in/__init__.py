@@ -1,0 +1,1 @@
+"""Sign-in: local bearer tokens, the OpenID provider, and sign-in attempts in flight."""

@@ -1,0 +1,1 @@
+"""Organizations and users: sign-up on first sight, profiles, admin changes, who is calling."""

@@ -1,0 +1,86 @@
+"""Organizations and users. A user is identified by the identity provider's ``sub``."""
+
+import uuid
+from datetime import datetime
+from enum import StrEnum
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, field_validator
+from sqlalchemy import JSON
+from sqlmodel import Field, SQLModel
+
+from models.core.clock import utc_now
+from models.core.db import UTCDateTime, enum_column, new_id
+from models.core.request_body import RequestBody
+
+ADMIN_GROUP = "admin"
+DEFAULT_ORGANIZATION = "default"
+MAX_GROUP_NAME = 100
+
+
+class UserStatus(StrEnum):
+    ACTIVE = "active"
+    INACTIVE = "inactive"
+
+
+class Organization(SQLModel, table=True):
+    id: uuid.UUID = Field(default_factory=new_id, primary_key=True)
+    name: str = Field(unique=True, max_length=200)
+    created_at: datetime = Field(default_factory=utc_now, sa_type=UTCDateTime)
+
+
+class User(SQLModel, table=True):
+    id: uuid.UUID = Field(default_factory=new_id, primary_key=True)
+    organization_id: uuid.UUID = Field(foreign_key="organization.id", index=True)
+    sub: str = Field(unique=True, max_length=255)
+    email: str = Field(default="", max_length=320)
+    name: str = Field(default="", max_length=200)
+    groups: list[str] = Field(default_factory=list, sa_type=JSON)
+    status: UserStatus = Field(default=UserStatus.ACTIVE, sa_type=enum_column(UserStatus))
+    chat_id: str | None = Field(default=None, unique=True, max_length=64)
+    created_at: datetime = Field(default_factory=utc_now, sa_type=UTCDateTime)
+
+    @property
+    def is_admin(self) -> bool:
+        return ADMIN_GROUP in self.groups
+
+
+def validate_group_names(groups: list[str]) -> list[str]:
+    """Return the group names stripped and de-duplicated in order, or raise ValueError."""
+    cleaned: list[str] = []
+    for group in groups:
+        name = group.strip()
+        if not name or len(name) > MAX_GROUP_NAME or any(ch.isspace() for ch in name):
+            raise ValueError(
+                f"group names are 1 to {MAX_GROUP_NAME} characters without spaces: {group!r}"
+            )
+        if name not in cleaned:
+            cleaned.append(name)
+    return cleaned
+
+
+class UserPublic(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: uuid.UUID
+    sub: str
+    email: str
+    name: str
+    groups: list[str]
+    status: UserStatus
+    chat_id: str | None
+    organization_id: uuid.UUID
+    created_at: datetime
+
+
+class UserUpdate(RequestBody):
+    """What an admin may change on a user; absent fields stay as they are."""
+
+    status: UserStatus | None = None
+    groups: list[str] | None = None
+    chat_id: str | None = pydantic.Field(default=None, max_length=64)
+
+    @field_validator("groups")
+    @classmethod
+    def _clean_groups(cls, groups: list[str] | None) -> list[str] | None:
+        return None if groups is None else validate_group_names(groups)
