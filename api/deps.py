@@ -1,4 +1,4 @@
-"""Dependencies shared by the routes: the database session and the calling user."""
+"""Dependencies shared by the routes: the database session, the caller, the chat bot."""
 
 from collections.abc import Iterator
 from typing import Annotated
@@ -7,6 +7,7 @@ from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from sqlmodel import Session
 
+from models.chat.runtime import ChatRuntime
 from models.core import errors
 from models.core.db import db_scope
 from models.core.sealing import SecretBox
@@ -74,3 +75,12 @@ def get_current_sidecar(
 # Declared before any body parameter, so an unauthenticated request is refused (401) before
 # its body is validated, and learns nothing from the validation.
 CurrentSidecar = Annotated[AuthenticatedSidecar, Depends(get_current_sidecar)]
+
+
+def get_chat(request: Request) -> ChatRuntime | None:
+    """The chat bot this process runs, if it runs one."""
+    chat: ChatRuntime | None = getattr(request.app.state, "chat", None)
+    return chat
+
+
+ChatDep = Annotated[ChatRuntime | None, Depends(get_chat)]

@@ -29,7 +29,7 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlmodel import Session, col, select
 
-from api.sidecar_client import HandshakeFailed, perform_handshake
+from api.cli.sidecar import HandshakeFailed, perform_handshake
 from bench.reviews import (
     ADMIN_SUB,
     BENCH_DIR,

@@ -2,15 +2,14 @@
 
 import dataclasses
 from datetime import datetime
-from typing import Annotated
 
 import pydantic
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel
 
-from api.deps import CurrentUser, DbDep
+from api.deps import ChatDep, CurrentUser, DbDep
 from models.chat.links import finish_chat_link
-from models.chat.runtime import ChatRuntime, ChatState, SignedChatRequest
+from models.chat.runtime import ChatState, SignedChatRequest
 from models.core import errors
 from models.core.clock import utc_now
 from models.core.request_body import RequestBody
@@ -19,15 +18,6 @@ from models.users.service import require_admin
 
 router = APIRouter(tags=["chat"])
 slack_router = APIRouter(tags=["chat"])
-
-
-def get_chat(request: Request) -> ChatRuntime | None:
-    """The chat bot this process runs, if it runs one."""
-    chat: ChatRuntime | None = getattr(request.app.state, "chat", None)
-    return chat
-
-
-ChatDep = Annotated[ChatRuntime | None, Depends(get_chat)]
 
 
 class ChatStatusPublic(BaseModel):
@@ -59,8 +49,7 @@ class ChatLinkIn(RequestBody):
 @router.post("/users/me/chat-link")
 def link_chat_account(request: ChatLinkIn, db: DbDep, user: CurrentUser) -> UserPublic:
     """Link the Slack account that typed `/accessgate link` to the signed-in user."""
-    linked = finish_chat_link(db=db, actor=user, code=request.code, now=utc_now())
-    return UserPublic.model_validate(linked)
+    return finish_chat_link(db=db, actor=user, code=request.code, now=utc_now())
 
 
 @slack_router.post("/slack/events", include_in_schema=False)

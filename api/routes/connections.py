@@ -10,12 +10,10 @@ router = APIRouter(prefix="/connections", tags=["connections"])
 @router.post("", status_code=201)
 def create_connection(request: ConnectionCreate, db: DbDep, user: CurrentUser) -> ConnectionPublic:
     """Register a connection (admins). Names are unique."""
-    connection = connection_service.create_connection(db=db, actor=user, request=request)
-    return ConnectionPublic.model_validate(connection)
+    return connection_service.create_connection(db=db, actor=user, request=request)
 
 
 @router.get("")
 def list_connections(db: DbDep, user: CurrentUser) -> list[ConnectionPublic]:
     """Every connection, by name."""
-    connections = connection_service.list_connections(db=db, actor=user)
-    return [ConnectionPublic.model_validate(item) for item in connections]
+    return connection_service.list_connections(db=db, actor=user)

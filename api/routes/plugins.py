@@ -1,39 +1,17 @@
-from collections.abc import Mapping
-
 from fastapi import APIRouter
 
-from api.deps import CurrentUser, DbDep, SecretBoxDep
+from api.deps import ChatDep, CurrentUser, DbDep, SecretBoxDep
 from api.errors import more_error_responses
-from api.routes.chat import ChatDep
-from models.chat.runtime import ChatRuntime
+from models.chat.runtime import configuration_check, plugin_changed
 from models.plugins import service as plugin_service
 from models.plugins.config import PluginConfigIn
-from models.plugins.schema import PluginCreate, PluginName, PluginPublic, PluginUpdate
-from models.plugins.service import LiveCheck
+from models.plugins.schema import PluginCreate, PluginPublic, PluginUpdate
 
 router = APIRouter(prefix="/plugins", tags=["plugins"])
 
 UNUSABLE_CONFIGURATION = more_error_responses(
     {422: "The plugin cannot run with this configuration (for chat: Slack refused the tokens)"}
 )
-
-
-def live_check(chat: ChatRuntime | None) -> LiveCheck | None:
-    """The check of a chat configuration against Slack, when this process runs the bot."""
-    if chat is None:
-        return None
-
-    def check(name: PluginName, values: Mapping[str, bytes]) -> None:
-        if name is PluginName.CHAT:
-            chat.check_configuration(values)
-
-    return check
-
-
-def tell_chat(chat: ChatRuntime | None, name: str) -> None:
-    """Let the bot apply a stored change of the chat plugin at once."""
-    if chat is not None and name == PluginName.CHAT:
-        chat.configuration_changed()
 
 
 @router.post("", status_code=201, responses=UNUSABLE_CONFIGURATION)
@@ -50,9 +28,9 @@ def create_plugin(
         actor=user,
         request=request,
         secret_box=secret_box,
-        live_check=live_check(chat),
+        live_check=configuration_check(chat),
     )
-    tell_chat(chat, plugin.name)
+    plugin_changed(chat, plugin.name)
     return plugin
 
 
@@ -98,9 +76,9 @@ def update_plugin_config(
         name=name,
         request=request,
         secret_box=secret_box,
-        live_check=live_check(chat),
+        live_check=configuration_check(chat),
     )
-    tell_chat(chat, name)
+    plugin_changed(chat, name)
     return plugin
 
 
@@ -108,4 +86,4 @@ def update_plugin_config(
 def delete_plugin(name: str, db: DbDep, user: CurrentUser, chat: ChatDep) -> None:
     """Disable a plugin, dropping its connections and configuration (admins); chat stops."""
     plugin_service.delete_plugin(db=db, actor=user, name=name)
-    tell_chat(chat, name)
+    plugin_changed(chat, name)

@@ -14,22 +14,19 @@ def create_rule(
     request: AccessRequestRuleIn, db: DbDep, user: CurrentUser
 ) -> AccessRequestRulePublic:
     """Create a rule: who reviews sessions on its connections, and how (admins)."""
-    rule = rule_service.create_rule(db=db, actor=user, request=request)
-    return AccessRequestRulePublic.model_validate(rule)
+    return rule_service.create_rule(db=db, actor=user, request=request)
 
 
 @router.get("")
 def list_rules(db: DbDep, user: CurrentUser) -> list[AccessRequestRulePublic]:
     """Every rule, by name (admins)."""
-    rules = rule_service.list_rules(db=db, actor=user)
-    return [AccessRequestRulePublic.model_validate(rule) for rule in rules]
+    return rule_service.list_rules(db=db, actor=user)
 
 
 @router.get("/{rule_id}")
 def get_rule(rule_id: uuid.UUID, db: DbDep, user: CurrentUser) -> AccessRequestRulePublic:
     """One rule (admins)."""
-    rule = rule_service.get_rule(db=db, actor=user, rule_id=rule_id)
-    return AccessRequestRulePublic.model_validate(rule)
+    return rule_service.get_rule(db=db, actor=user, rule_id=rule_id)
 
 
 @router.put("/{rule_id}")
@@ -37,8 +34,7 @@ def replace_rule(
     rule_id: uuid.UUID, request: AccessRequestRuleIn, db: DbDep, user: CurrentUser
 ) -> AccessRequestRulePublic:
     """Replace a rule (admins). Reviews already created keep their groups."""
-    rule = rule_service.replace_rule(db=db, actor=user, rule_id=rule_id, request=request)
-    return AccessRequestRulePublic.model_validate(rule)
+    return rule_service.replace_rule(db=db, actor=user, rule_id=rule_id, request=request)
 
 
 @router.delete("/{rule_id}", status_code=204)

@@ -8,7 +8,7 @@ from pydantic import BaseModel
 from api.deps import DbDep
 from models.core import errors
 from models.core.clock import utc_now
-from models.sign_in import attempts as sign_in
+from models.sign_in import attempts
 from models.sign_in.oidc import OidcClient
 from models.users.schema import UserPublic
 
@@ -45,7 +45,7 @@ def login(
 
     `redirect` (a loopback address) is where a command-line client wants the token delivered.
     """
-    url = sign_in.start_sign_in(db=db, client=_oidc(request), return_to=redirect, now=utc_now())
+    url = attempts.start_sign_in(db=db, client=_oidc(request), return_to=redirect, now=utc_now())
     return LoginAnswer(login_url=url)
 
 
@@ -62,11 +62,11 @@ def callback(
         raise errors.Unauthenticated(
             f"the identity provider did not sign you in ({error or 'no code'}); try again"
         )
-    user, access_token, return_to = sign_in.finish_sign_in(
+    user, access_token, return_to = attempts.finish_sign_in(
         db=db, client=_oidc(request), code=code, state=state, now=utc_now()
     )
     target = return_to or request.app.state.settings.oidc_redirect_url
     if target:
         separator = "&" if "?" in target else "?"
         return RedirectResponse(f"{target}{separator}{urlencode({'token': access_token})}", 302)
-    return SignedIn(access_token=access_token, user=UserPublic.model_validate(user))
+    return SignedIn(access_token=access_token, user=user)

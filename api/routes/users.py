@@ -12,18 +12,16 @@ router = APIRouter(prefix="/users", tags=["users"])
 @router.get("/me")
 def read_me(user: CurrentUser) -> UserPublic:
     """The signed-in user."""
-    return UserPublic.model_validate(user)
+    return user_service.user_view(user)
 
 
 @router.get("")
 def list_users(db: DbDep, user: CurrentUser) -> list[UserPublic]:
     """Every user of the organization (admins)."""
-    users = user_service.list_users(db=db, actor=user)
-    return [UserPublic.model_validate(item) for item in users]
+    return user_service.list_users(db=db, actor=user)
 
 
 @router.patch("/{user_id}")
 def update_user(user_id: uuid.UUID, update: UserUpdate, db: DbDep, user: CurrentUser) -> UserPublic:
     """Change a user's status, groups or chat id (admins)."""
-    updated = user_service.update_user(db=db, user_id=user_id, update=update, actor=user)
-    return UserPublic.model_validate(updated)
+    return user_service.update_user(db=db, user_id=user_id, update=update, actor=user)

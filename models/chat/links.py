@@ -18,8 +18,8 @@ from sqlmodel import Field, Session, SQLModel, col, delete, select
 
 from models.core import errors
 from models.core.db import UTCDateTime, flush_or_conflict, write_transaction
-from models.users.schema import User, UserStatus
-from models.users.service import require_active
+from models.users.schema import User, UserPublic, UserStatus
+from models.users.service import require_active, user_view
 
 LINK_CODE_LIFETIME = timedelta(minutes=10)
 # Unambiguous upper-case letters and digits: easy to read aloud and to type.
@@ -57,7 +57,7 @@ def start_chat_link(*, db: Session, chat_id: str, now: datetime) -> str:
     return code
 
 
-def finish_chat_link(*, db: Session, actor: User, code: str, now: datetime) -> User:
+def finish_chat_link(*, db: Session, actor: User, code: str, now: datetime) -> UserPublic:
     """Use up ``code`` and link its chat user to ``actor``; commit."""
     with write_transaction(db):
         link = db.get(ChatLinkCode, _code_hash(code), with_for_update=True)
@@ -73,7 +73,7 @@ def finish_chat_link(*, db: Session, actor: User, code: str, now: datetime) -> U
             db,
             "that chat account is linked to another user; an administrator can unlink it",
         )
-    return user
+    return user_view(user)
 
 
 def user_by_chat_id(*, db: Session, chat_id: str) -> User | None:

@@ -13,6 +13,8 @@ from typing import Protocol
 from sqlalchemy import Engine
 
 from models.core.sealing import SecretBox
+from models.plugins.schema import PluginName
+from models.plugins.service import LiveCheck
 
 
 class ChatState(StrEnum):
@@ -79,3 +81,21 @@ class ChatRuntime(Protocol):
 
 # Builds the bot once the service has its engine and cipher (inside the app's lifespan).
 ChatRuntimeFactory = Callable[[Engine, SecretBox], ChatRuntime]
+
+
+def configuration_check(chat: ChatRuntime | None) -> LiveCheck | None:
+    """The check of a plugin configuration against Slack, when this process runs the bot."""
+    if chat is None:
+        return None
+
+    def check(name: PluginName, values: Mapping[str, bytes]) -> None:
+        if name is PluginName.CHAT:
+            chat.check_configuration(values)
+
+    return check
+
+
+def plugin_changed(chat: ChatRuntime | None, name: str) -> None:
+    """Let the bot apply a stored change of the chat plugin at once."""
+    if chat is not None and name == PluginName.CHAT:
+        chat.configuration_changed()

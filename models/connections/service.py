@@ -2,30 +2,30 @@
 
 from sqlmodel import Session, col, select
 
-from models.connections.schema import Connection, ConnectionCreate
+from models.connections.schema import Connection, ConnectionCreate, ConnectionPublic
 from models.core.db import flush_or_conflict, write_transaction
 from models.users.schema import User
 from models.users.service import require_admin
 
 
-def create_connection(*, db: Session, actor: User, request: ConnectionCreate) -> Connection:
+def create_connection(*, db: Session, actor: User, request: ConnectionCreate) -> ConnectionPublic:
     """Create a connection; its name is unique. Commit."""
     require_admin(actor)
     with write_transaction(db):
         connection = Connection(organization_id=actor.organization_id, **request.model_dump())
         db.add(connection)
         flush_or_conflict(db, f"a connection named {request.name!r} already exists")
-    return connection
+    return ConnectionPublic.model_validate(connection)
 
 
-def list_connections(*, db: Session, actor: User) -> list[Connection]:
+def list_connections(*, db: Session, actor: User) -> list[ConnectionPublic]:
     """Every connection of the actor's organization, by name."""
     statement = (
         select(Connection)
         .where(Connection.organization_id == actor.organization_id)
         .order_by(col(Connection.name))
     )
-    return list(db.exec(statement))
+    return [ConnectionPublic.model_validate(item) for item in db.exec(statement)]
 
 
 def find_connection(*, db: Session, actor: User, name: str) -> Connection | None:

@@ -7,46 +7,52 @@ from sqlmodel import Session, col, select
 from models.connections.schema import Connection
 from models.core import errors
 from models.core.db import flush_or_conflict, write_transaction
-from models.rules.schema import AccessRequestRule, AccessRequestRuleIn
+from models.rules.schema import AccessRequestRule, AccessRequestRuleIn, AccessRequestRulePublic
 from models.users.schema import User
 from models.users.service import require_admin
 
 RULE_NOT_FOUND = "access request rule not found"
 
 
-def create_rule(*, db: Session, actor: User, request: AccessRequestRuleIn) -> AccessRequestRule:
+def create_rule(
+    *, db: Session, actor: User, request: AccessRequestRuleIn
+) -> AccessRequestRulePublic:
     """Create a rule. A connection is governed by at most one rule. Commit."""
     require_admin(actor)
     with write_transaction(db):
         _check_connections(db, actor, request, replacing=None)
         rule = AccessRequestRule(organization_id=actor.organization_id, **request.model_dump())
         _save(db, rule, request.name)
-    return rule
+    return AccessRequestRulePublic.model_validate(rule)
 
 
 def replace_rule(
     *, db: Session, actor: User, rule_id: uuid.UUID, request: AccessRequestRuleIn
-) -> AccessRequestRule:
+) -> AccessRequestRulePublic:
     """Replace every field of a rule. Reviews already created keep what they were made with."""
     require_admin(actor)
     with write_transaction(db):
-        rule = get_rule(db=db, actor=actor, rule_id=rule_id)
+        rule = _get_rule(db, actor, rule_id)
         _check_connections(db, actor, request, replacing=rule.id)
         for field, value in request.model_dump().items():
             setattr(rule, field, value)
         _save(db, rule, request.name)
-    return rule
+    return AccessRequestRulePublic.model_validate(rule)
 
 
 def delete_rule(*, db: Session, actor: User, rule_id: uuid.UUID) -> None:
     """Delete a rule. Commit."""
     require_admin(actor)
     with write_transaction(db):
-        db.delete(get_rule(db=db, actor=actor, rule_id=rule_id))
+        db.delete(_get_rule(db, actor, rule_id))
 
 
-def get_rule(*, db: Session, actor: User, rule_id: uuid.UUID) -> AccessRequestRule:
+def get_rule(*, db: Session, actor: User, rule_id: uuid.UUID) -> AccessRequestRulePublic:
     """One rule of the actor's organization."""
+    return AccessRequestRulePublic.model_validate(_get_rule(db, actor, rule_id))
+
+
+def _get_rule(db: Session, actor: User, rule_id: uuid.UUID) -> AccessRequestRule:
     require_admin(actor)
     rule = db.get(AccessRequestRule, rule_id)
     if rule is None or rule.organization_id != actor.organization_id:
@@ -54,10 +60,13 @@ def get_rule(*, db: Session, actor: User, rule_id: uuid.UUID) -> AccessRequestRu
     return rule
 
 
-def list_rules(*, db: Session, actor: User) -> list[AccessRequestRule]:
+def list_rules(*, db: Session, actor: User) -> list[AccessRequestRulePublic]:
     """Every rule of the actor's organization, by name."""
     require_admin(actor)
-    return _rules_of(db, actor.organization_id)
+    return [
+        AccessRequestRulePublic.model_validate(rule)
+        for rule in _rules_of(db, actor.organization_id)
+    ]
 
 
 def rule_for_connection(

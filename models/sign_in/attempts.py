@@ -15,8 +15,8 @@ from sqlmodel import Field, Session, SQLModel, col, delete, select
 from models.core import errors
 from models.core.db import UTCDateTime, write_transaction
 from models.sign_in.oidc import OidcClient
-from models.users.schema import User
-from models.users.service import authenticated_user, upsert_user
+from models.users.schema import UserPublic
+from models.users.service import authenticated_user, upsert_user, user_view
 
 ATTEMPT_LIFETIME = timedelta(minutes=10)
 
@@ -68,7 +68,7 @@ def start_sign_in(*, db: Session, client: OidcClient, return_to: str | None, now
 
 def finish_sign_in(
     *, db: Session, client: OidcClient, code: str, state: str, now: datetime
-) -> tuple[User, str, str | None]:
+) -> tuple[UserPublic, str, str | None]:
     """Use up the attempt, check the provider's answer, sign the user up or refresh them.
 
     Returns the user, the access token for API calls, and where the attempt asked to go back.
@@ -92,4 +92,4 @@ def finish_sign_in(
         groups=identity.groups,
     )
     user = authenticated_user(db=db, sub=identity.sub)  # refuses inactive users
-    return user, access_token, attempt.return_to
+    return user_view(user), access_token, attempt.return_to

@@ -11,6 +11,7 @@ from models.users.schema import (
     DEFAULT_ORGANIZATION,
     Organization,
     User,
+    UserPublic,
     UserStatus,
     UserUpdate,
     validate_group_names,
@@ -72,7 +73,7 @@ def require_admin(user: User) -> None:
         raise errors.AdminRequired("only administrators can do this")
 
 
-def list_users(*, db: Session, actor: User) -> list[User]:
+def list_users(*, db: Session, actor: User) -> list[UserPublic]:
     """Every user of the actor's organization (admins only)."""
     require_admin(actor)
     statement = (
@@ -80,10 +81,10 @@ def list_users(*, db: Session, actor: User) -> list[User]:
         .where(User.organization_id == actor.organization_id)
         .order_by(col(User.created_at))
     )
-    return list(db.exec(statement))
+    return [user_view(user) for user in db.exec(statement)]
 
 
-def update_user(*, db: Session, user_id: uuid.UUID, update: UserUpdate, actor: User) -> User:
+def update_user(*, db: Session, user_id: uuid.UUID, update: UserUpdate, actor: User) -> UserPublic:
     """Apply an admin's change to a user; commit."""
     require_admin(actor)
     with write_transaction(db):
@@ -103,4 +104,9 @@ def update_user(*, db: Session, user_id: uuid.UUID, update: UserUpdate, actor: U
             user.chat_id = update.chat_id or None
         db.add(user)
         flush_or_conflict(db, "that chat_id is already linked to another user")
-    return user
+    return user_view(user)
+
+
+def user_view(user: User) -> UserPublic:
+    """A user as the API shows it."""
+    return UserPublic.model_validate(user)

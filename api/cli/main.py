@@ -108,25 +108,25 @@ def license_public_key(_args: argparse.Namespace) -> int:
 
 def sidecar_handshake(args: argparse.Namespace) -> int:
     """Handshake as a sidecar, verify the license, print the configuration."""
-    from api import sidecar_client
+    from api.cli import sidecar
 
-    return sidecar_client.run(
+    return sidecar.run(
         base_url=args.url, token=args.token, version=args.version, public_key_file=args.public_key
     )
 
 
 def login(args: argparse.Namespace) -> int:
     """Sign in through the identity provider and keep the token."""
-    from api import login_client
+    from api.cli import sign_in
 
-    return login_client.login(api_url=args.api, open_browser=not args.no_browser)
+    return sign_in.login(api_url=args.api, open_browser=not args.no_browser)
 
 
 def whoami(_args: argparse.Namespace) -> int:
     """Show the signed-in user."""
-    from api import login_client
+    from api.cli import sign_in
 
-    return login_client.whoami()
+    return sign_in.whoami()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -180,7 +180,3 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     result: int = args.handler(args)
     return result
-
-
-if __name__ == "__main__":
-    sys.exit(main())
