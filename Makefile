@@ -44,7 +44,7 @@ postgres-binaries:
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq postgresql >/dev/null; }
 
 # The sign-in tests run a real OpenID provider: the npm package oidc-provider, on Node.js.
-OIDC_PROVIDER := tests/support/oidc_provider
+OIDC_PROVIDER := testing/oidc_provider
 oidc-provider:
 	@command -v npm >/dev/null 2>&1 || { \
 		echo "installing Node.js with apt"; \

@@ -16,7 +16,7 @@ from sqlalchemy import Engine
 from api.app import create_app
 from models.core.db import create_db_engine, upgrade_database
 from models.core.settings import Settings
-from tests.support.postgres import PostgresCluster
+from testing.postgres import PostgresCluster
 
 TEST_SECRET_KEY = "test-secret-key-that-is-long-enough-for-hs256"
 PG_TEMPLATE = "accessgate_template"

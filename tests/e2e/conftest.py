@@ -5,8 +5,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.commands import running_server
-from tests.support.postgres import free_port
+from testing.postgres import free_port
+from testing.processes import running_server
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from models.core.clock import utc_now
 from models.sidecars.license import load_public_key, verify_license
-from tests.support.commands import accessgate, token
+from testing.processes import accessgate, token
 
 pytestmark = pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 

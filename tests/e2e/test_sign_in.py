@@ -11,14 +11,14 @@ import jwt
 import pytest
 from jwt.algorithms import RSAAlgorithm
 
-from tests.support.commands import ACCESSGATE, accessgate
-from tests.support.oidc_provider import (
+from testing.oidc_provider import (
     CLIENT_ID,
     CLIENT_SECRET,
     OidcProvider,
     sign_in_at_provider,
     signing_key,
 )
+from testing.processes import ACCESSGATE, accessgate
 
 pytestmark = pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 

@@ -20,9 +20,9 @@ from models.core.db import create_db_engine, db_scope
 from models.core.settings import Settings, resolve_secret_key
 from models.sign_in.tokens import issue_local_token
 from models.users.service import upsert_user
-from tests.support.commands import running_server
-from tests.support.postgres import free_port
-from tests.support.slack_server import SlackServer, buttons, text_of
+from testing.postgres import free_port
+from testing.processes import running_server
+from testing.slack import SlackServer, buttons, text_of
 
 BOT_TOKEN = "xoxb-1-accessgate-bot"
 APP_TOKEN = "xapp-1-A0001-accessgate-app"
@@ -560,6 +560,7 @@ def check_http_mode(slack: SlackServer, gateway: Gateway, server: str, secret: s
         timestamp=int(time.time()) - 6 * 60,
     )
     assert (forged.status, stale.status) == (401, 401)
+    assert forged.payload is not None
     assert "CHAT_SIGNING_SECRET" in forged.payload["message"]
     assert gateway.review(session)["status"] == "PENDING"
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.commands import accessgate, token
+from testing.processes import accessgate, token
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)

@@ -8,7 +8,7 @@ import pytest
 
 from models.core import errors
 from models.sign_in.oidc import OidcClient
-from tests.support.oidc_provider import signing_key
+from testing.oidc_provider import signing_key
 
 ISSUER = "https://idp.example"
 CLIENT_ID = "accessgate"

@@ -92,7 +92,7 @@ class PostgresCluster:
         with psycopg.connect(
             f"host=127.0.0.1 port={self.port} user=postgres dbname=postgres", autocommit=True
         ) as connection:
-            connection.execute(f'CREATE DATABASE "{name}"{clause}')  # type: ignore[arg-type]
+            connection.execute(f'CREATE DATABASE "{name}"{clause}')
         return self.url(name)
 
     def _run(self, *command: str) -> None:

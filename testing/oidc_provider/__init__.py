@@ -11,9 +11,9 @@ import httpx
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 
-from tests.support.postgres import free_port
+from testing.postgres import free_port
 
-SERVER_SCRIPT = Path(__file__).parent / "oidc_provider" / "server.mjs"
+SERVER_SCRIPT = Path(__file__).parent / "server.mjs"
 CLIENT_ID = "accessgate"
 CLIENT_SECRET = "accessgate-test-client-secret"
 
