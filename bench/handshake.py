@@ -16,7 +16,6 @@ Run it with ``make bench`` (which installs wrk) or ``.venv/bin/python -m bench.h
 """
 
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -30,11 +29,12 @@ from sqlalchemy import Engine
 from sqlmodel import Session, col, select
 
 from api.cli.sidecar import HandshakeFailed, perform_handshake
-from bench.reviews import (
+from bench.harness import (
     ADMIN_SUB,
     BENCH_DIR,
     CONNECTION_NAME,
     MEASURE_SECONDS,
+    NO_ERRORS,
     RESULTS_DIR,
     SECRET_KEY,
     SETTLE_POLL_SECONDS,
@@ -44,10 +44,12 @@ from bench.reviews import (
     Outcome,
     Row,
     WrkResult,
+    closing_lines,
     measure_baseline,
     note_errors,
-    postgres_database,
+    on_both_databases,
     report_server_log,
+    run_benchmark,
     run_wrk,
     running_server,
     server_env,
@@ -90,22 +92,14 @@ HANDSHAKE = "POST /api/sidecars/handshake"
 
 
 def main() -> int:
-    """Run every backend, print and save the table; 1 when any run had errors."""
-    if shutil.which("wrk") is None:
-        print("wrk is not installed; `make bench` installs it with apt", file=sys.stderr)
-        return 2
-    RESULTS_DIR.mkdir(exist_ok=True)
-    started = time.perf_counter()
-    outcome = Outcome(rows=[], checks=[], problems=[])
-    bench_backend("sqlite", "", outcome)
-    with postgres_database() as url:
-        bench_backend("postgresql", url, outcome)
-    report = render_report(outcome)
-    (RESULTS_DIR / "handshake.md").write_text(report)
-    print()
-    print(report, end="")
-    print(f"\nwritten to {RESULTS_DIR / 'handshake.md'} in {time.perf_counter() - started:.0f} s")
-    return 1 if outcome.problems else 0
+    """Handshakes on SQLite and PostgreSQL; 1 when a run had errors or a check failed."""
+
+    def measure_all() -> tuple[str, bool]:
+        outcome = Outcome(rows=[], checks=[], problems=[])
+        on_both_databases(bench_backend, outcome)
+        return render_report(outcome), bool(outcome.problems)
+
+    return run_benchmark("handshake", measure_all)
 
 
 def bench_backend(name: str, database_url: str, outcome: Outcome) -> None:
@@ -360,11 +354,8 @@ def render_report(outcome: Outcome) -> str:
         "",
         *(f"- {check}" for check in outcome.checks),
         "",
+        *closing_lines(outcome.problems, NO_ERRORS),
     ]
-    if outcome.problems:
-        lines += ["PROBLEMS:", "", *(f"- {problem}" for problem in outcome.problems), ""]
-    else:
-        lines += ["No errors: every request answered 2xx and the database agrees with wrk.", ""]
     return "\n".join(lines)
 
 

@@ -12,25 +12,47 @@ or the database disagrees with wrk; missing the performance targets is reported,
 Run it with ``make bench`` (which installs wrk) or ``.venv/bin/python -m bench.reviews``.
 """
 
-import json
 import math
 import os
-import shutil
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
-import httpx
 from sqlalchemy import Engine, func
 from sqlmodel import select
 
+from bench.harness import (
+    ADMIN_SUB,
+    BENCH_DIR,
+    CONNECTION_NAME,
+    MEASURE_SECONDS,
+    NO_ERRORS,
+    REQUESTER_SUB,
+    RESULTS_DIR,
+    REVIEWER_SUB,
+    SECRET_KEY,
+    SETTLE_POLL_SECONDS,
+    SETTLE_QUIET_SECONDS,
+    WARMUP_SECONDS,
+    WRK_THREADS,
+    Outcome,
+    Row,
+    WrkResult,
+    closing_lines,
+    measure_baseline,
+    note_errors,
+    on_both_databases,
+    report_server_log,
+    run_benchmark,
+    run_wrk,
+    running_server,
+    server_env,
+    summary,
+    table,
+)
 from models.connections.schema import ConnectionCreate
 from models.connections.service import create_connection
 from models.core.clock import utc_now
@@ -45,132 +67,22 @@ from models.sessions.schema import SessionCreate, SessionPublic
 from models.sessions.service import open_session
 from models.sign_in.tokens import issue_local_token
 from models.users.service import upsert_user
-from tests.support.postgres import PostgresCluster, free_port
 
-BENCH_DIR = Path(__file__).resolve().parent
-RESULTS_DIR = BENCH_DIR / "results"
 APPROVE_SCRIPT = BENCH_DIR / "approve.lua"
-REPORT_SCRIPT = BENCH_DIR / "report.lua"
 
 CONCURRENCIES = (16, 64)
-WARMUP_SECONDS = 2
-MEASURE_SECONDS = 8
-WRK_THREADS = 2
-# wrk counts an answer slower than this as a timeout and leaves it out of the latency
-# histogram; keep slow answers in the p99. (A request never answered is not counted at all:
-# the database check catches those.)
-WRK_TIMEOUT_SECONDS = 10
 # Reviews are created at only ~300/s through the services, so the pool is sized from a rate
 # estimate: about twice the fastest approval rate seen on a 2-CPU machine (~170/s).
 # Running out shows up as 404s (see approve.lua), never as a review approved twice.
 APPROVALS_PER_SECOND_ESTIMATE = 300
-SERVER_START_TIMEOUT_SECONDS = 30
-# After wrk stops, the server still finishes the requests that were in flight; wait for their
-# approvals, but not forever if the server has stalled.
-SETTLE_POLL_SECONDS = 0.2
-SETTLE_QUIET_SECONDS = 3.0
 
 TARGET_CONCURRENCY = 16
 TARGET_RATIO = 0.40
 TARGET_P99_MS = 50.0
 
-SECRET_KEY = "accessgate-bench-secret-key-not-for-production-use"
-ADMIN_SUB = "bench-admin"
-REQUESTER_SUB = "bench-requester"
-REVIEWER_SUB = "bench-reviewer"
 REVIEWER_GROUP = "bench-reviewers"
-CONNECTION_NAME = "bench-db"
 
-HEALTHZ = "GET /api/healthz"
 APPROVE = "PUT /api/reviews/{id}"
-
-
-@dataclass(frozen=True)
-class WrkResult:
-    """What one wrk run reported through report.lua."""
-
-    requests: int
-    duration_s: float
-    p50_ms: float
-    p99_ms: float
-    non_2xx: int
-    socket_errors: int
-    sent: int
-    busiest_thread_issued: int
-    exhausted: int
-    issued_per_thread: tuple[int, ...]
-    """request() calls of each wrk thread, in thread order (thread 0's first is never sent)."""
-
-    @property
-    def rate(self) -> float:
-        """Completed requests per second."""
-        return self.requests / self.duration_s
-
-    @property
-    def ok(self) -> int:
-        """Responses below 400 (wrk counts statuses from 400 up as errors)."""
-        return self.requests - self.non_2xx
-
-    @property
-    def unanswered(self) -> int:
-        """Requests wrk sent but stopped waiting for when its time ran out."""
-        return self.sent - self.requests
-
-
-@dataclass(frozen=True)
-class Row:
-    """One line of the results table."""
-
-    backend: str
-    endpoint: str
-    concurrency: int
-    result: WrkResult
-    baseline_rate: float
-    db_matches: bool = True
-
-    @property
-    def ratio(self) -> float:
-        """Throughput relative to the baseline at the same backend and concurrency."""
-        return self.result.rate / self.baseline_rate
-
-
-@dataclass
-class Outcome:
-    """Everything measured, and every problem that makes the run fail."""
-
-    rows: list[Row]
-    checks: list[str]
-    problems: list[str]
-
-
-def main() -> int:
-    """Run every backend, print and save the table; 1 when any run had errors."""
-    if shutil.which("wrk") is None:
-        print("wrk is not installed; `make bench` installs it with apt", file=sys.stderr)
-        return 2
-    RESULTS_DIR.mkdir(exist_ok=True)
-    started = time.perf_counter()
-    outcome = Outcome(rows=[], checks=[], problems=[])
-    bench_backend("sqlite", "", outcome)
-    with postgres_database() as url:
-        bench_backend("postgresql", url, outcome)
-    report = render_report(outcome)
-    (RESULTS_DIR / "reviews.md").write_text(report)
-    print()
-    print(report, end="")
-    print(f"\nwritten to {RESULTS_DIR / 'reviews.md'} in {time.perf_counter() - started:.0f} s")
-    return 1 if outcome.problems else 0
-
-
-@contextmanager
-def postgres_database() -> Iterator[str]:
-    """A database in a throwaway PostgreSQL cluster, removed afterwards even on error."""
-    cluster = PostgresCluster()
-    try:
-        cluster.start()
-        yield cluster.create_database("bench")
-    finally:
-        cluster.stop()
 
 
 def bench_backend(name: str, database_url: str, outcome: Outcome) -> None:
@@ -253,66 +165,6 @@ def mint_token(settings: Settings) -> str:
     )
 
 
-def server_env(settings: Settings) -> dict[str, str]:
-    """The environment of the server: this one, with only the benchmark's ACCESSGATE_* vars."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("ACCESSGATE_")}
-    env["ACCESSGATE_DATA_DIR"] = str(settings.data_dir)
-    env["ACCESSGATE_SECRET_KEY"] = settings.secret_key
-    if settings.database_url:
-        env["ACCESSGATE_DATABASE_URL"] = settings.database_url
-    return env
-
-
-@contextmanager
-def running_server(env: dict[str, str], log_path: Path) -> Iterator[str]:
-    """``accessgate serve`` on a free port, logging to ``log_path``; yields its base URL."""
-    port = free_port()
-    command = [
-        str(Path(sys.prefix) / "bin" / "accessgate"),
-        "serve",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--log-level",
-        "warning",
-    ]
-    base_url = f"http://127.0.0.1:{port}"
-    with log_path.open("w") as log:
-        server = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            wait_until_healthy(base_url, server)
-            yield base_url
-        finally:
-            stop_process(server)
-
-
-def wait_until_healthy(base_url: str, server: subprocess.Popen[bytes]) -> None:
-    """Return once GET /api/healthz answers 200; raise if the server exits or never does."""
-    deadline = time.monotonic() + SERVER_START_TIMEOUT_SECONDS
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise RuntimeError(f"the server exited with status {server.returncode}")
-        try:
-            if httpx.get(f"{base_url}/api/healthz", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    raise RuntimeError(f"the server did not answer within {SERVER_START_TIMEOUT_SECONDS} s")
-
-
-def stop_process(process: subprocess.Popen[bytes]) -> None:
-    """Ask the process to stop (uvicorn shuts down gracefully on SIGTERM), kill it if stuck."""
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
 def measure(
     name: str, base_url: str, db_url: str, ids_file: Path, token_file: Path, outcome: Outcome
 ) -> None:
@@ -323,17 +175,6 @@ def measure(
         approvals.run(concurrency, WARMUP_SECONDS, "warm-up", outcome)
         result, matches = approvals.run(concurrency, MEASURE_SECONDS, "measured", outcome)
         outcome.rows.append(Row(name, APPROVE, concurrency, result, baseline.rate, matches))
-
-
-def measure_baseline(name: str, base_url: str, concurrency: int, outcome: Outcome) -> WrkResult:
-    """GET /api/healthz after a warm-up, recorded as the baseline row of this concurrency."""
-    healthz_url = f"{base_url}/api/healthz"
-    run_wrk(healthz_url, concurrency, WARMUP_SECONDS, REPORT_SCRIPT)
-    baseline = run_wrk(healthz_url, concurrency, MEASURE_SECONDS, REPORT_SCRIPT)
-    outcome.rows.append(Row(name, HEALTHZ, concurrency, baseline, baseline.rate))
-    note_errors(f"{name} {HEALTHZ} c={concurrency}", baseline, outcome)
-    print(f"[{name}] c={concurrency} {HEALTHZ}: {summary(baseline)}", flush=True)
-    return baseline
 
 
 @dataclass
@@ -371,72 +212,6 @@ class ApprovalRunner:
         print(f"[{self.backend}] c={concurrency} approvals, {label}: {summary(result)}")
         print(f"[{self.backend}]   {check}", flush=True)
         return result, matches
-
-
-def run_wrk(
-    url: str, connections: int, seconds: int, script: Path, script_args: list[str] | None = None
-) -> WrkResult:
-    """Run wrk against ``url`` and parse the line report.lua prints."""
-    command = [
-        "wrk",
-        f"-t{WRK_THREADS}",
-        f"-c{connections}",
-        f"-d{seconds}s",
-        f"--timeout={WRK_TIMEOUT_SECONDS}s",
-        "--latency",
-        f"-s{script}",
-        url,
-    ]
-    if script_args:
-        command += ["--", *script_args]
-    completed = subprocess.run(command, capture_output=True, text=True, check=False)
-    for line in completed.stdout.splitlines():
-        if line.startswith("BENCH_RESULT "):
-            return parse_result(json.loads(line.removeprefix("BENCH_RESULT ")))
-    raise RuntimeError(
-        f"wrk gave no result (status {completed.returncode}):\n"
-        f"{completed.stdout}\n{completed.stderr}"
-    )
-
-
-def parse_result(raw: dict[str, Any]) -> WrkResult:
-    """Turn report.lua's JSON (microseconds, counters) into a WrkResult."""
-    return WrkResult(
-        requests=raw["requests"],
-        duration_s=raw["duration_us"] / 1e6,
-        p50_ms=raw["p50_us"] / 1000,
-        p99_ms=raw["p99_us"] / 1000,
-        non_2xx=raw["non_2xx"],
-        socket_errors=sum(
-            raw[key] for key in ("connect_errors", "read_errors", "write_errors", "timeouts")
-        ),
-        sent=raw["sent"],
-        busiest_thread_issued=raw["busiest_thread_issued"],
-        exhausted=raw["exhausted"],
-        issued_per_thread=tuple(raw["issued_per_thread"]),
-    )
-
-
-def summary(result: WrkResult) -> str:
-    """One line for the progress output."""
-    return (
-        f"{result.rate:.0f} req/s, p50 {result.p50_ms:.1f} ms, p99 {result.p99_ms:.1f} ms, "
-        f"{result.requests} requests, {result.non_2xx} non-2xx, "
-        f"{result.socket_errors} socket errors/timeouts"
-    )
-
-
-def note_errors(run_name: str, result: WrkResult, outcome: Outcome) -> None:
-    """Record non-2xx answers, socket errors and running out of review ids as problems."""
-    if result.non_2xx:
-        outcome.problems.append(f"{run_name}: {result.non_2xx} non-2xx responses")
-    if result.socket_errors:
-        outcome.problems.append(f"{run_name}: {result.socket_errors} socket errors or timeouts")
-    if result.exhausted:
-        outcome.problems.append(
-            f"{run_name}: ran out of review ids {result.exhausted} times; "
-            "raise APPROVALS_PER_SECOND_ESTIMATE"
-        )
 
 
 def settled_approved_count(db_url: str, expected: int) -> int:
@@ -504,35 +279,9 @@ def render_report(outcome: Outcome) -> str:
         "",
         *(f"- {check}" for check in outcome.checks),
         "",
+        *closing_lines(outcome.problems, NO_ERRORS),
     ]
-    if outcome.problems:
-        lines += ["PROBLEMS:", "", *(f"- {problem}" for problem in outcome.problems), ""]
-    else:
-        lines += ["No errors: every request answered 2xx and the database agrees with wrk.", ""]
     return "\n".join(lines)
-
-
-def table(rows: list[Row]) -> list[str]:
-    """The results as Markdown table lines."""
-    lines = [
-        "| backend | endpoint | concurrency | requests/s | p50 ms | p99 ms | ratio to baseline "
-        "| non-2xx |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
-    ]
-    for row in rows:
-        result = row.result
-        errors = str(result.non_2xx)
-        if result.socket_errors:
-            errors += f" (+{result.socket_errors} socket errors)"
-        if result.exhausted:
-            errors += " (ran out of review ids)"
-        if not row.db_matches:
-            errors += " (DB check MISMATCH)"
-        lines.append(
-            f"| {row.backend} | `{row.endpoint}` | {row.concurrency} | {result.rate:.0f} "
-            f"| {result.p50_ms:.1f} | {result.p99_ms:.1f} | {row.ratio:.2f} | {errors} |"
-        )
-    return lines
 
 
 def target_lines(rows: list[Row]) -> list[str]:
@@ -550,16 +299,15 @@ def target_lines(rows: list[Row]) -> list[str]:
     return lines
 
 
-def report_server_log(name: str, log_path: Path, outcome: Outcome) -> None:
-    """Surface anything the server logged at warning level or above."""
-    lines = log_path.read_text(errors="replace").splitlines()
-    if not lines:
-        return
-    print(f"[{name}] the server logged {len(lines)} lines to {log_path}; last ones:")
-    for line in lines[-10:]:
-        print(f"    {line}")
-    if any("Traceback" in line or "ERROR" in line for line in lines):
-        outcome.problems.append(f"{name}: the server logged errors, see {log_path}")
+def main() -> int:
+    """Approvals on SQLite and PostgreSQL; 1 when a run had errors or the database disagrees."""
+
+    def measure_all() -> tuple[str, bool]:
+        outcome = Outcome(rows=[], checks=[], problems=[])
+        on_both_databases(bench_backend, outcome)
+        return render_report(outcome), bool(outcome.problems)
+
+    return run_benchmark("reviews", measure_all)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 ``accessgate serve`` runs as a user would, in its own process, on a fresh SQLite database (the
 review benchmarks cover PostgreSQL; here the database is not what is measured). This process is
-the load generator and hosts the Slack-compatible server of tests/support/slack_server.py in a
+the load generator and hosts the Slack-compatible server of testing/slack/ in a
 background thread: the bot's own slack_sdk / slack_bolt clients call its Web API and hold a
 Socket Mode WebSocket to it. That server answers 429 to any post beyond Slack's pace of about one
 message per second per channel and counts each one as a pacing violation; the bot keeps its
@@ -55,21 +55,24 @@ from pathlib import Path
 
 import httpx
 
-from bench.reviews import (
+from bench.harness import (
     ADMIN_SUB,
     REQUESTER_SUB,
     RESULTS_DIR,
     REVIEWER_SUB,
     SECRET_KEY,
+    closing_lines,
+    run_benchmark,
     running_server,
     server_env,
+    server_log,
 )
 from models.core.clock import utc_now
 from models.core.db import create_db_engine, db_scope, upgrade_database
 from models.core.settings import Settings, resolve_secret_key
 from models.sign_in.tokens import issue_local_token
 from models.users.service import upsert_user
-from tests.support.slack_server import Message, SlackServer, buttons, text_of
+from testing.slack import Message, SlackServer, buttons, text_of
 
 BOT_TOKEN = "xoxb-1-accessgate-bench"
 APP_TOKEN = "xapp-1-A0001-accessgate-bench"
@@ -209,7 +212,11 @@ class People:
 
 def main() -> int:
     """Run every phase, print and save the report; 1 when a card was lost or a check failed."""
-    RESULTS_DIR.mkdir(exist_ok=True)
+    return run_benchmark("slack", measure_all, needs_wrk=False)
+
+
+def measure_all() -> tuple[str, bool]:
+    """Every phase against one server on SQLite and the Slack-compatible server."""
     started = time.perf_counter()
     outcome = Outcome()
     log_path = RESULTS_DIR / "server-slack.log"
@@ -223,13 +230,7 @@ def main() -> int:
             print(f"server up at {base_url}", flush=True)
             run_phases(f"{base_url}/api", slack, people, outcome)
     note_server_log(log_path, outcome)
-    elapsed = time.perf_counter() - started
-    report = render_report(outcome, elapsed)
-    (RESULTS_DIR / "slack.md").write_text(report)
-    print()
-    print(report, end="")
-    print(f"\nwritten to {RESULTS_DIR / 'slack.md'} in {elapsed:.0f} s")
-    return 1 if outcome.problems else 0
+    return render_report(outcome, time.perf_counter() - started), bool(outcome.problems)
 
 
 @contextmanager
@@ -761,11 +762,10 @@ def note_direct_messages(slack: SlackServer, outcome: Outcome) -> None:
 
 def note_server_log(log_path: Path, outcome: Outcome) -> None:
     """Count what the server logged (warning level and up), quote a few lines; errors fail."""
-    lines = log_path.read_text(errors="replace").splitlines()
+    lines, errors = server_log(log_path)
     if not lines:
         outcome.notes.append("the server logged nothing at warning level or above")
         return
-    errors = [line for line in lines if "Traceback" in line or "ERROR" in line]
     postponed = sum(1 for line in lines if "postponed" in line)
     outcome.notes.append(
         f"the server logged {len(lines)} lines to {log_path.name}: {len(errors)} with errors, "
@@ -803,10 +803,9 @@ def render_report(outcome: Outcome, elapsed: float) -> str:
     ]
     if outcome.notes:
         lines += ["Notes:", "", *(f"- {note}" for note in outcome.notes), ""]
-    if outcome.problems:
-        lines += ["PROBLEMS:", "", *(f"- {problem}" for problem in outcome.problems), ""]
-    else:
-        lines += ["No problems: no card lost or duplicated and every check passed.", ""]
+    lines += closing_lines(
+        outcome.problems, "No problems: no card lost or duplicated and every check passed."
+    )
     return "\n".join(lines)
 
 

@@ -56,6 +56,11 @@ def test_only_the_command_line_wires_the_bot_into_the_api(path: Path) -> None:
         assert "bot" not in imported
 
 
+@pytest.mark.parametrize("path", modules("bench"), ids=relative)
+def test_the_benchmarks_do_not_depend_on_the_test_tree(path: Path) -> None:
+    assert "tests" not in imported_packages(path)
+
+
 def test_the_domain_is_made_of_feature_packages() -> None:
     loose = {path.name for path in (ROOT / "models").glob("*.py")} - MODELS_TOP_LEVEL
     assert not loose, f"put these in a feature package of models/: {sorted(loose)}"
