@@ -17,8 +17,8 @@ from api.app import create_app
 from models.core.db import create_db_engine, upgrade_database
 from models.core.settings import Settings
 from testing.postgres import PostgresCluster
+from tests.factories import TEST_SECRET_KEY, Person, make_user
 
-TEST_SECRET_KEY = "test-secret-key-that-is-long-enough-for-hs256"
 PG_TEMPLATE = "accessgate_template"
 _database_numbers = itertools.count()
 
@@ -81,3 +81,15 @@ def settings(database_url: str, tmp_path: Path) -> Settings:
 def client(settings: Settings) -> Iterator[TestClient]:
     with TestClient(create_app(settings)) as test_client:
         yield test_client
+
+
+@pytest.fixture
+def admin(engine: Engine) -> Person:
+    """A member of the admin group, with a token."""
+    return make_user(engine, "admin", ["admin"])
+
+
+@pytest.fixture
+def dev(engine: Engine) -> Person:
+    """A member of the dev group (no admin rights), with a token."""
+    return make_user(engine, "dev", ["dev"])

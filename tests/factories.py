@@ -11,8 +11,8 @@ from sqlalchemy import Engine
 from models.core.db import db_scope
 from models.sign_in.tokens import issue_local_token
 from models.users.service import upsert_user
-from tests.conftest import TEST_SECRET_KEY
 
+TEST_SECRET_KEY = "test-secret-key-that-is-long-enough-for-hs256"
 TOKENS_ISSUED_AT = datetime(2020, 1, 1, tzinfo=UTC)
 TOKEN_LIFETIME = timedelta(days=365 * 30)
 

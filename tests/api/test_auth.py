@@ -6,8 +6,7 @@ import jwt
 import pytest
 
 from models.sign_in.tokens import AUDIENCE, ISSUER
-from tests.conftest import TEST_SECRET_KEY
-from tests.factories import make_user
+from tests.factories import TEST_SECRET_KEY, make_user
 
 
 def forge(claims_override=None, *, key=TEST_SECRET_KEY, algorithm="HS256", headers=None):

@@ -7,16 +7,6 @@ import pytest
 from tests.factories import make_connection, make_user, open_session
 
 
-@pytest.fixture
-def admin(engine):
-    return make_user(engine, "admin", ["admin"])
-
-
-@pytest.fixture
-def dev(engine):
-    return make_user(engine, "dev", ["dev"])
-
-
 def test_connections_are_created_by_admins_and_listed_for_all(client, admin, dev):
     created = make_connection(client, admin, "pg-prod")
 

@@ -8,11 +8,6 @@ from models.core.db import db_scope
 from tests.factories import make_user
 
 
-@pytest.fixture
-def admin(engine):
-    return make_user(engine, "admin", ["admin"])
-
-
 def test_the_status_is_for_admins_and_says_when_no_bot_runs(client, engine, admin):
     bob = make_user(engine, "bob", ["dba"])
 

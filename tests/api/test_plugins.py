@@ -11,8 +11,7 @@ from models.core.sealing import SecretBox
 from models.plugins.schema import PluginName
 from models.plugins.service import plugin_envvars
 from models.users.service import default_organization
-from tests.conftest import TEST_SECRET_KEY
-from tests.factories import make_connection, make_user
+from tests.factories import TEST_SECRET_KEY, make_connection, make_user
 
 APP_TOKEN = "xapp-1-A0123456789-1234567890123-abcdefabcdef0123456789"
 BOT_TOKEN = "xoxb-1234567890-0987654321-AbCdEfGhIjKlMnOpQrStUvWx"
@@ -23,16 +22,6 @@ def b64(text: str) -> str:
 
 
 CHAT_CONFIG = {"envvars": {"CHAT_APP_TOKEN": b64(APP_TOKEN), "CHAT_BOT_TOKEN": b64(BOT_TOKEN)}}
-
-
-@pytest.fixture
-def admin(engine):
-    return make_user(engine, "admin", ["admin"])
-
-
-@pytest.fixture
-def dev(engine):
-    return make_user(engine, "dev", ["dev"])
 
 
 @pytest.fixture
@@ -50,6 +39,13 @@ def stored_envvars(engine, name: str) -> dict[str, bytes] | None:
             name=PluginName(name),
             secret_box=SecretBox(TEST_SECRET_KEY.encode()),
         )
+
+
+def stored_value(engine, name: str, key: str) -> bytes:
+    """One stored configuration value of a plugin, which must have a configuration."""
+    stored = stored_envvars(engine, name)
+    assert stored is not None, f"the {name} plugin has no stored configuration"
+    return stored[key]
 
 
 def test_put_config_answers_the_plugin_with_values_redacted(client, engine, admin, chat_plugin):
@@ -84,7 +80,7 @@ def test_values_are_encrypted_at_rest(client, engine, admin, chat_plugin):
         assert secret not in raw
         assert b64(secret) not in raw
         assert secret[:12] not in raw
-    assert stored_envvars(engine, "chat")["CHAT_BOT_TOKEN"] == BOT_TOKEN.encode()
+    assert stored_value(engine, "chat", "CHAT_BOT_TOKEN") == BOT_TOKEN.encode()
 
 
 def test_values_are_redacted_in_every_response(client, admin):
@@ -163,7 +159,7 @@ def test_malformed_envvars_are_400_naming_the_key(
 
     assert response.status_code == 400
     assert fragment in response.json()["message"]
-    assert stored_envvars(engine, "chat")["CHAT_BOT_TOKEN"] == BOT_TOKEN.encode()
+    assert stored_value(engine, "chat", "CHAT_BOT_TOKEN") == BOT_TOKEN.encode()
 
 
 def test_a_value_of_exactly_100_kb_is_accepted(client, engine, admin):
@@ -276,7 +272,7 @@ def test_plugins_are_for_admins_only(client, engine, admin, dev, chat_plugin):
     assert [response.status_code for response in attempts] == [403] * 5
     assert all(response.json()["message"] for response in attempts)
     assert anonymous.status_code == 401
-    assert stored_envvars(engine, "chat")["CHAT_APP_TOKEN"] == APP_TOKEN.encode()
+    assert stored_value(engine, "chat", "CHAT_APP_TOKEN") == APP_TOKEN.encode()
 
 
 def test_every_plugin_name_of_the_spec_can_be_created_once(client, admin):

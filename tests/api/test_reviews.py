@@ -4,7 +4,7 @@ from datetime import UTC, datetime
 
 import pytest
 from freezegun import freeze_time
-from sqlmodel import select
+from sqlmodel import col, select
 
 from models.core.db import db_scope
 from models.delivery.outbox import OutboxEvent
@@ -201,7 +201,7 @@ def test_the_review_records_who_ended_it(client, engine, people, review):
 
     with db_scope(engine) as db:
         decisions = db.exec(
-            select(ReviewDecisionRecord).order_by(ReviewDecisionRecord.created_at)
+            select(ReviewDecisionRecord).order_by(col(ReviewDecisionRecord.created_at))
         ).all()
     assert [(d.actor_id, d.decision, d.status_after, d.door) for d in decisions] == [
         (people["both"].id, "APPROVED", "APPROVED", "api"),
@@ -215,7 +215,7 @@ def test_every_change_writes_an_outbox_event(client, engine, people, review):
     decide(client, people["sre"], review["id"], status="APPROVED")
 
     with db_scope(engine) as db:
-        events = db.exec(select(OutboxEvent).order_by(OutboxEvent.id)).all()
+        events = db.exec(select(OutboxEvent).order_by(col(OutboxEvent.id))).all()
     assert [(e.kind, e.payload["status"]) for e in events] == [
         ("review.created", "PENDING"),
         ("review.updated", "PENDING"),

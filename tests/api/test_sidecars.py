@@ -23,16 +23,6 @@ LISTENERS = [{"name": "pg", "connection": "pg-prod", "protocol": "postgres", "po
 
 
 @pytest.fixture
-def admin(engine):
-    return make_user(engine, "admin", ["admin"])
-
-
-@pytest.fixture
-def dev(engine):
-    return make_user(engine, "dev", ["dev"])
-
-
-@pytest.fixture
 def connection(client, admin):
     return make_connection(client, admin, "pg-prod")
 

@@ -5,11 +5,6 @@ import pytest
 from tests.factories import make_user
 
 
-@pytest.fixture
-def admin(engine):
-    return make_user(engine, "admin", ["admin"])
-
-
 def test_admins_list_users(client, engine, admin):
     make_user(engine, "bob", ["dba"])
 
