@@ -431,7 +431,7 @@ def test_reject_modal_round_trip(channel_id):
     modal = reject_modal(review_id=REVIEW_ID, channel_id=channel_id)
 
     assert modal["type"] == "modal"
-    assert modal["callback_id"] == ViewId.REJECT == "review.reject_reason"
+    assert modal["callback_id"] == ViewId.REJECT.value == "review.reject_reason"
     assert modal["submit"]["text"] == "Reject"
     assert modal["close"]["text"] == "Cancel"
     [reason_input] = [block["element"] for block in modal["blocks"]]
@@ -457,7 +457,7 @@ def test_the_rejection_reason_may_be_left_empty(reason):
 def test_time_window_modal_round_trip():
     modal = time_window_modal(review_id=REVIEW_ID, channel_id="C0REVIEWS")
 
-    assert modal["callback_id"] == ViewId.TIME_WINDOW == "review.time_window"
+    assert modal["callback_id"] == ViewId.TIME_WINDOW.value == "review.time_window"
     assert modal["submit"]["text"] == "Approve"
     assert [block["element"]["type"] for block in modal["blocks"]] == ["timepicker"] * 2
     assert "UTC" in modal["blocks"][1]["hint"]["text"]

@@ -1,9 +1,11 @@
 """Refusals in plain words, answered by the one handler whatever the listener raised."""
 
 import asyncio
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, cast
 
 import pytest
+from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.listeners import handle_error, replies_with_refusals
 from bot.refusals import refusal_text
@@ -39,6 +41,18 @@ def test_internal_details_never_reach_the_clicker():
     assert "database is locked" not in refusal_text(RuntimeError("database is locked"))
 
 
+def run(awaitable: Awaitable[None]) -> None:
+    async def until_done() -> None:
+        await awaitable
+
+    asyncio.run(until_done())
+
+
+def web_client(recording: "RecordingClient") -> AsyncWebClient:
+    """The recording client where the bot expects slack_sdk's (it has the methods used)."""
+    return cast(AsyncWebClient, recording)
+
+
 class RecordingClient:
     """Stands in for the Web API client: records what would be sent."""
 
@@ -65,7 +79,7 @@ def test_a_listener_refusal_is_told_in_the_channel_the_click_came_from():
     client = RecordingClient()
     body = {"user": {"id": "U0RITA"}, "channel": {"id": "C0DBA"}}
 
-    asyncio.run(replies_with_refusals(refusing_listener)(body=body, client=client))
+    run(replies_with_refusals(refusing_listener)(body=body, client=client))
 
     [(method, sent)] = client.sent
     assert method == "chat.postEphemeral"
@@ -77,7 +91,7 @@ def test_a_refusal_without_a_channel_goes_to_the_direct_message():
     client = RecordingClient()
     body = {"user": {"id": "U0DAN"}, "view": {"type": "home"}}
 
-    asyncio.run(handle_error(errors.NotAReviewer("no"), body, client))
+    run(handle_error(errors.NotAReviewer("no"), body, web_client(client)))
 
     assert [method for method, _ in client.sent] == ["conversations.open", "chat.postMessage"]
     assert client.sent[1][1]["channel"] == "D0DAN"

@@ -30,7 +30,7 @@ def test_any_names_with_base64_values_are_accepted_and_decode_back(envvars):
 
 
 storable_text = st.text(
-    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+    alphabet=st.characters(exclude_categories=["Cs"], exclude_characters="\x00"),
     min_size=1,
     max_size=40,
 )
