@@ -17,14 +17,14 @@ WORKER_THREADS = 16
 
 
 class Database:
-    """Runs a unit of work in a session of its own, off the event loop."""
+    """Runs a unit of work in a database session of its own, off the event loop."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._executor = ThreadPoolExecutor(WORKER_THREADS, thread_name_prefix="chat-db")
 
     async def run(self, work: Callable[[Session], Result]) -> Result:
-        """Run ``work(session)`` in a worker thread; the session closes when it returns."""
+        """Run ``work(db)`` in a worker thread; the database session closes when it returns."""
         return await asyncio.get_running_loop().run_in_executor(self._executor, self._run, work)
 
     def _run(self, work: Callable[[Session], Result]) -> Result:

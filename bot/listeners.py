@@ -211,7 +211,7 @@ async def accessgate_command(
     chat_id = command["user_id"]
     if subcommand == "link":
         code = await bot.database.run(
-            lambda s: start_chat_link(db=s, chat_id=chat_id, now=utc_now())
+            lambda db: start_chat_link(db=db, chat_id=chat_id, now=utc_now())
         )
         minutes = int(LINK_CODE_LIFETIME.total_seconds() // 60)
         await respond(
@@ -220,7 +220,7 @@ async def accessgate_command(
         )
         return
     reviewer = await _acting_user(context, client, chat_id)
-    facts = await bot.database.run(lambda s: _waiting_on(s, reviewer, bot.api_base_url))
+    facts = await bot.database.run(lambda db: _waiting_on(db, reviewer, bot.api_base_url))
     await respond(
         text=f"{len(facts)} review(s) waiting on you",
         blocks=blocks.pending_blocks(facts),
@@ -294,14 +294,14 @@ async def _decide_review(
         if not bot.match_email:
             raise
         actor = await _matched_by_email(context, client, chat_id)
-        await bot.database.run(lambda s: decide(s, actor))
+        await bot.database.run(lambda db: decide(db, actor))
 
 
 async def _acting_user(context: AsyncBoltContext, client: AsyncWebClient, chat_id: str) -> User:
     """The gateway user a Slack user acts as; with e-mail matching on, linked on first use."""
     bot: BotContext = context["bot"]
     try:
-        return await bot.database.run(lambda s: linked_user(db=s, chat_id=chat_id))
+        return await bot.database.run(lambda db: linked_user(db=db, chat_id=chat_id))
     except errors.ChatUserNotLinked:
         if not bot.match_email:
             raise
@@ -315,7 +315,7 @@ async def _matched_by_email(
     bot: BotContext = context["bot"]
     email = await _verified_email(client, chat_id)
     matched = await bot.database.run(
-        lambda s: link_by_verified_email(db=s, chat_id=chat_id, email=email)
+        lambda db: link_by_verified_email(db=db, chat_id=chat_id, email=email)
     )
     if matched is None:
         raise errors.ChatUserNotLinked("no gateway user has this Slack account's e-mail address")

@@ -175,7 +175,7 @@ class Notifier:
         leased = [event_id for lane in self._lanes for event_id in lane.in_flight]
         for lane in self._lanes:
             lane.in_flight.clear()
-        await self._database.run(lambda s: release_leases(db=s, event_ids=leased))
+        await self._database.run(lambda db: release_leases(db=db, event_ids=leased))
 
     async def _deliver_forever(self) -> None:
         while True:
@@ -197,8 +197,8 @@ class Notifier:
     async def _lease(self, lane: Lane, limit: int) -> list[LeasedEvent]:
         try:
             return await self._database.run(
-                lambda s: lease_deliverable_events(
-                    db=s, now=utc_now(), limit=limit, kinds=lane.kinds
+                lambda db: lease_deliverable_events(
+                    db=db, now=utc_now(), limit=limit, kinds=lane.kinds
                 )
             )
         except Exception:
@@ -209,8 +209,8 @@ class Notifier:
         try:
             outcome = await self._deliver_event(event)
             await self._database.run(
-                lambda s: mark_delivered(
-                    db=s,
+                lambda db: mark_delivered(
+                    db=db,
                     event_id=event.id,
                     now=utc_now(),
                     note=outcome.note,
@@ -221,7 +221,7 @@ class Notifier:
             raise
         except NotYourTurn as wait:
             at = utc_now() + timedelta(seconds=wait.seconds)
-            await self._database.run(lambda s: reschedule(db=s, event_id=event.id, at=at))
+            await self._database.run(lambda db: reschedule(db=db, event_id=event.id, at=at))
         except Exception as exc:
             await self._postpone(event, exc)
         finally:
@@ -241,8 +241,8 @@ class Notifier:
         error = f"{type(exc).__name__}: {exc}"
         try:
             await self._database.run(
-                lambda s: postpone(
-                    db=s,
+                lambda db: postpone(
+                    db=db,
                     event_id=event.id,
                     now=utc_now(),
                     delay=timedelta(seconds=delay),
@@ -257,7 +257,7 @@ class Notifier:
         """Deliver one event; say what was skipped for good and what follows, if anything."""
         if utc_now() - event.created_at > STALE_AFTER:
             return Outcome("not delivered: older than a day when the bot reached it")
-        state = await self._database.run(lambda s: self._read_state(s, event))
+        state = await self._database.run(lambda db: self._read_state(db, event))
         if state is None:
             return Outcome("not delivered: the review no longer exists")
         entered = ReviewStatus(str(event.payload.get("status")))
@@ -366,8 +366,8 @@ class Notifier:
     ) -> None:
         channel, ts = str(answer["channel"]), str(answer["ts"])
         await self._database.run(
-            lambda s: remember_message(
-                db=s,
+            lambda db: remember_message(
+                db=db,
                 delivery_key=key,
                 review_id=review_id,
                 kind=kind,
