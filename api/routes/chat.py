@@ -1,15 +1,11 @@
 """The chat bot's doors into the API: its status, account linking, and Slack's HTTP mode."""
 
-import dataclasses
-from datetime import datetime
-
 import pydantic
 from fastapi import APIRouter, Request, Response
-from pydantic import BaseModel
 
 from api.deps import ChatDep, CurrentUser, DbDep
 from models.chat.links import finish_chat_link
-from models.chat.runtime import ChatState, SignedChatRequest
+from models.chat.runtime import ChatStatus, SignedChatRequest
 from models.core import errors
 from models.core.clock import utc_now
 from models.core.request_body import RequestBody
@@ -20,26 +16,13 @@ router = APIRouter(tags=["chat"])
 slack_router = APIRouter(tags=["chat"])
 
 
-class ChatStatusPublic(BaseModel):
-    state: ChatState = pydantic.Field(
-        description="stopped: not configured; connecting; connected; retrying: Slack cannot be "
-        "reached, trying again with backoff; failed: Slack refused the configuration."
-    )
-    mode: str | None = pydantic.Field(description="socket or http")
-    team: str | None
-    team_id: str | None
-    bot_user_id: str | None
-    last_error: str | None
-    since: datetime
-
-
 @router.get("/plugins/chat/status")
-def chat_status(user: CurrentUser, chat: ChatDep) -> ChatStatusPublic:
+def chat_status(user: CurrentUser, chat: ChatDep) -> ChatStatus:
     """How the Slack bot is doing: connected, to which team, and its last error (admins)."""
     require_admin(user)
     if chat is None:
         raise errors.NotConfigured("this process does not run the chat bot")
-    return ChatStatusPublic(**dataclasses.asdict(chat.status()))
+    return chat.status()
 
 
 class ChatLinkIn(RequestBody):

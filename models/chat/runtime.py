@@ -8,8 +8,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Protocol
+from typing import Annotated, Protocol
 
+import pydantic
+import pydantic.dataclasses
 from sqlalchemy import Engine
 
 from models.core.sealing import SecretBox
@@ -25,12 +27,19 @@ class ChatState(StrEnum):
     FAILED = "failed"  # the chat service refused the configuration; a new one is needed
 
 
-@dataclass(frozen=True)
+# A pydantic dataclass: the bot builds it as a plain record, the API answers it as it is.
+@pydantic.dataclasses.dataclass(frozen=True)
 class ChatStatus:
     """How the bot is doing, as an admin sees it."""
 
-    state: ChatState
-    mode: str | None
+    state: Annotated[
+        ChatState,
+        pydantic.Field(
+            description="stopped: not configured; connecting; connected; retrying: Slack cannot "
+            "be reached, trying again with backoff; failed: Slack refused the configuration."
+        ),
+    ]
+    mode: Annotated[str | None, pydantic.Field(description="socket or http")]
     team: str | None
     team_id: str | None
     bot_user_id: str | None
