@@ -15,7 +15,6 @@ or the database disagrees with wrk; missing the performance target is reported, 
 Run it with ``make bench`` (which installs wrk) or ``.venv/bin/python -m bench.handshake``.
 """
 
-import os
 import sys
 import tempfile
 import time
@@ -30,11 +29,9 @@ from sqlmodel import Session, col, select
 
 from api.cli.sidecar import HandshakeFailed, perform_handshake
 from bench.harness import (
-    ADMIN_SUB,
     BENCH_DIR,
     CONNECTION_NAME,
     MEASURE_SECONDS,
-    NO_ERRORS,
     RESULTS_DIR,
     SECRET_KEY,
     SETTLE_POLL_SECONDS,
@@ -44,22 +41,20 @@ from bench.harness import (
     Outcome,
     Row,
     WrkResult,
-    closing_lines,
     measure_baseline,
     note_errors,
     on_both_databases,
+    render_wrk_report,
     report_server_log,
     run_benchmark,
     run_wrk,
     running_server,
+    seeded_database,
     server_env,
     summary,
-    table,
 )
-from models.connections.schema import ConnectionCreate
-from models.connections.service import create_connection
 from models.core.clock import utc_now
-from models.core.db import create_db_engine, db_scope, upgrade_database
+from models.core.db import create_db_engine, db_scope
 from models.core.settings import Settings
 from models.sidecars.license import license_signer
 from models.sidecars.schema import (
@@ -72,7 +67,6 @@ from models.sidecars.schema import (
 )
 from models.sidecars.service import configure_sidecar, create_sidecar
 from models.users.schema import User
-from models.users.service import upsert_user
 
 HANDSHAKE_SCRIPT = BENCH_DIR / "handshake.lua"
 
@@ -133,22 +127,10 @@ def bench_backend(name: str, database_url: str, outcome: Outcome) -> None:
 
 def prepare_sidecars(database_url: str, count: int) -> list[SidecarCreated]:
     """Create the admin, the connection and ``count`` configured sidecars, with their tokens."""
-    engine = create_db_engine(database_url)
-    try:
-        upgrade_database(engine)
-        with db_scope(engine) as db:
-            admin = upsert_user(db=db, sub=ADMIN_SUB, groups=["admin"])
-            create_connection(
-                db=db,
-                actor=admin,
-                request=ConnectionCreate(name=CONNECTION_NAME, type="database"),
-            )
-            return [
-                register_sidecar(db, admin, f"bench-sidecar-{number:03d}")
-                for number in range(count)
-            ]
-    finally:
-        engine.dispose()
+    with seeded_database(database_url) as (db, admin):
+        return [
+            register_sidecar(db, admin, f"bench-sidecar-{number:03d}") for number in range(count)
+        ]
 
 
 def register_sidecar(db: Session, admin: User, name: str) -> SidecarCreated:
@@ -336,27 +318,14 @@ def check_handshakes(
 
 def render_report(outcome: Outcome) -> str:
     """The Markdown report: table, target, checks and problems."""
-    lines = [
-        "# Sidecar handshake benchmark",
-        "",
-        f"{utc_now():%Y-%m-%d %H:%M} UTC, {os.cpu_count()} CPUs, wrk {WRK_THREADS} threads, "
-        f"{MEASURE_SECONDS} s per measurement after a {WARMUP_SECONDS} s warm-up, "
-        f"{SIDECARS} sidecars with a token each, used round-robin.",
-        "",
-        *table(outcome.rows),
-        "",
-        f"Target at {TARGET_CONCURRENCY} concurrent: handshakes >= {TARGET_RATIO:.0%} of "
+    return render_wrk_report(
+        title="Sidecar handshake benchmark",
+        setting=f", {SIDECARS} sidecars with a token each, used round-robin",
+        outcome=outcome,
+        targets=f"Target at {TARGET_CONCURRENCY} concurrent: handshakes >= {TARGET_RATIO:.0%} of "
         "baseline throughput.",
-        "",
-        *target_lines(outcome.rows),
-        "",
-        "Checks:",
-        "",
-        *(f"- {check}" for check in outcome.checks),
-        "",
-        *closing_lines(outcome.problems, NO_ERRORS),
-    ]
-    return "\n".join(lines)
+        target_lines=target_lines(outcome.rows),
+    )
 
 
 def target_lines(rows: list[Row]) -> list[str]:

@@ -18,8 +18,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from sqlmodel import Session
 
+from models.connections.schema import ConnectionCreate
+from models.connections.service import create_connection
+from models.core.clock import utc_now
+from models.core.db import create_db_engine, db_scope, upgrade_database
 from models.core.settings import Settings
+from models.users.schema import User
+from models.users.service import upsert_user
 from testing.postgres import PostgresCluster, free_port
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -87,6 +94,47 @@ def on_both_databases(bench_backend: BackendBench, outcome: "Outcome") -> None:
     bench_backend("sqlite", "", outcome)
     with postgres_database() as url:
         bench_backend("postgresql", url, outcome)
+
+
+@contextmanager
+def seeded_database(database_url: str) -> Iterator[tuple[Session, User]]:
+    """A migrated database with the admin and the benchmark's connection: (db, admin)."""
+    engine = create_db_engine(database_url)
+    try:
+        upgrade_database(engine)
+        with db_scope(engine) as db:
+            admin = upsert_user(db=db, sub=ADMIN_SUB, groups=["admin"])
+            create_connection(
+                db=db, actor=admin, request=ConnectionCreate(name=CONNECTION_NAME, type="database")
+            )
+            yield db, admin
+    finally:
+        engine.dispose()
+
+
+def render_wrk_report(
+    *, title: str, setting: str, outcome: "Outcome", targets: str, target_lines: list[str]
+) -> str:
+    """A wrk benchmark's Markdown report: the table, the targets, the checks and the problems."""
+    lines = [
+        f"# {title}",
+        "",
+        f"{utc_now():%Y-%m-%d %H:%M} UTC, {os.cpu_count()} CPUs, wrk {WRK_THREADS} threads, "
+        f"{MEASURE_SECONDS} s per measurement after a {WARMUP_SECONDS} s warm-up{setting}.",
+        "",
+        *table(outcome.rows),
+        "",
+        targets,
+        "",
+        *target_lines,
+        "",
+        "Checks:",
+        "",
+        *(f"- {check}" for check in outcome.checks),
+        "",
+        *closing_lines(outcome.problems, NO_ERRORS),
+    ]
+    return "\n".join(lines)
 
 
 def closing_lines(problems: list[str], all_good: str) -> list[str]:

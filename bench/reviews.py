@@ -13,7 +13,6 @@ Run it with ``make bench`` (which installs wrk) or ``.venv/bin/python -m bench.r
 """
 
 import math
-import os
 import sys
 import tempfile
 import time
@@ -25,11 +24,9 @@ from sqlalchemy import Engine, func
 from sqlmodel import select
 
 from bench.harness import (
-    ADMIN_SUB,
     BENCH_DIR,
     CONNECTION_NAME,
     MEASURE_SECONDS,
-    NO_ERRORS,
     REQUESTER_SUB,
     RESULTS_DIR,
     REVIEWER_SUB,
@@ -41,22 +38,20 @@ from bench.harness import (
     Outcome,
     Row,
     WrkResult,
-    closing_lines,
     measure_baseline,
     note_errors,
     on_both_databases,
+    render_wrk_report,
     report_server_log,
     run_benchmark,
     run_wrk,
     running_server,
+    seeded_database,
     server_env,
     summary,
-    table,
 )
-from models.connections.schema import ConnectionCreate
-from models.connections.service import create_connection
 from models.core.clock import utc_now
-from models.core.db import create_db_engine, db_scope, upgrade_database
+from models.core.db import create_db_engine, db_scope
 from models.core.sealing import SecretBox
 from models.core.settings import Settings, resolve_secret_key
 from models.plugins.schema import PluginConnectionIn, PluginCreate
@@ -118,36 +113,23 @@ def reviews_needed() -> int:
 
 def prepare_reviews(database_url: str, secret_box: SecretBox, count: int) -> list[str]:
     """Create the users, the reviewed connection and ``count`` sessions; their review ids."""
-    engine = create_db_engine(database_url)
-    try:
-        upgrade_database(engine)
-        with db_scope(engine) as db:
-            admin = upsert_user(db=db, sub=ADMIN_SUB, groups=["admin"])
-            requester = upsert_user(db=db, sub=REQUESTER_SUB, groups=["dev"])
-            upsert_user(db=db, sub=REVIEWER_SUB, groups=[REVIEWER_GROUP])
-            create_connection(
-                db=db,
-                actor=admin,
-                request=ConnectionCreate(name=CONNECTION_NAME, type="database"),
-            )
-            create_plugin(
-                db=db,
-                actor=admin,
-                request=PluginCreate(
-                    name="review",
-                    connections=[PluginConnectionIn(name=CONNECTION_NAME, config=[REVIEWER_GROUP])],
-                ),
-                secret_box=secret_box,
-            )
-            request = SessionCreate(connection=CONNECTION_NAME, script="select 1")
-            return [
-                pending_review_id(
-                    open_session(db=db, owner=requester, request=request, now=utc_now())
-                )
-                for _ in range(count)
-            ]
-    finally:
-        engine.dispose()
+    with seeded_database(database_url) as (db, admin):
+        requester = upsert_user(db=db, sub=REQUESTER_SUB, groups=["dev"])
+        upsert_user(db=db, sub=REVIEWER_SUB, groups=[REVIEWER_GROUP])
+        create_plugin(
+            db=db,
+            actor=admin,
+            request=PluginCreate(
+                name="review",
+                connections=[PluginConnectionIn(name=CONNECTION_NAME, config=[REVIEWER_GROUP])],
+            ),
+            secret_box=secret_box,
+        )
+        request = SessionCreate(connection=CONNECTION_NAME, script="select 1")
+        return [
+            pending_review_id(open_session(db=db, owner=requester, request=request, now=utc_now()))
+            for _ in range(count)
+        ]
 
 
 def pending_review_id(gateway_session: SessionPublic) -> str:
@@ -262,26 +244,14 @@ def check_approvals(
 
 def render_report(outcome: Outcome) -> str:
     """The Markdown report: table, targets, database checks and problems."""
-    lines = [
-        "# Review approval benchmark",
-        "",
-        f"{utc_now():%Y-%m-%d %H:%M} UTC, {os.cpu_count()} CPUs, wrk {WRK_THREADS} threads, "
-        f"{MEASURE_SECONDS} s per measurement after a {WARMUP_SECONDS} s warm-up.",
-        "",
-        *table(outcome.rows),
-        "",
-        f"Targets at {TARGET_CONCURRENCY} concurrent: approvals >= {TARGET_RATIO:.0%} of "
+    return render_wrk_report(
+        title="Review approval benchmark",
+        setting="",
+        outcome=outcome,
+        targets=f"Targets at {TARGET_CONCURRENCY} concurrent: approvals >= {TARGET_RATIO:.0%} of "
         f"baseline throughput, approval p99 <= {TARGET_P99_MS:.0f} ms.",
-        "",
-        *target_lines(outcome.rows),
-        "",
-        "Database checks:",
-        "",
-        *(f"- {check}" for check in outcome.checks),
-        "",
-        *closing_lines(outcome.problems, NO_ERRORS),
-    ]
-    return "\n".join(lines)
+        target_lines=target_lines(outcome.rows),
+    )
 
 
 def target_lines(rows: list[Row]) -> list[str]:
