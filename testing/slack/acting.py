@@ -18,6 +18,8 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from testing.slack.blocks import action_id_of, buttons_with_blocks, check_blocks, check_text
 from testing.slack.records import (
     MAX_MESSAGE_BLOCKS,
+    RESPONSE_URL_TTL_SECONDS,
+    RESPONSE_URL_USES,
     Ack,
     ApiError,
     AppRecord,
@@ -89,7 +91,7 @@ class ActingUsers(SocketMode):
     ) -> str:
         response_id = secrets.token_hex(12)
         self._response_targets[response_id] = ResponseTarget(
-            app.app_id, user_id, channel_id, ts, ephemeral
+            app.app_id, user_id, channel_id, ts, ephemeral, time.monotonic()
         )
         return f"{self.url}/response/{response_id}"
 
@@ -429,9 +431,10 @@ class ActingUsers(SocketMode):
                 "time": time.monotonic(),
             }
             status, answer = 200, "ok"
-            if target is None:
+            if target is None or not self._response_url_usable(target):
                 status, answer = 404, "expired_url"
             else:
+                target.uses += 1
                 try:
                     self._apply_response(target, body)
                 except ApiError as error:
@@ -442,6 +445,11 @@ class ActingUsers(SocketMode):
         if status != 200:
             return PlainTextResponse(answer, status_code=status)
         return JSONResponse({"ok": True})
+
+    @staticmethod
+    def _response_url_usable(target: ResponseTarget) -> bool:
+        age = time.monotonic() - target.issued_at
+        return target.uses < RESPONSE_URL_USES and age < RESPONSE_URL_TTL_SECONDS
 
     def _apply_response(self, target: ResponseTarget, body: JSONDict) -> None:
         app = self._apps[target.app_id]

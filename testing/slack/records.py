@@ -8,6 +8,7 @@ import copy
 import json
 import re
 import secrets
+import time
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict, TypeVar
 
@@ -59,6 +60,24 @@ MAX_CALLBACK_ID = 255
 SLACKBOT_USER_AGENT = "Slackbot 1.0 (+https://api.slack.com/robots)"
 DEFAULT_BOT_TOKEN = "xoxb-0001-test"
 DEFAULT_APP_TOKEN = "xapp-1-A0001-test"
+# Every bot scope the workspace knows of; an app is granted all of them unless a test says less.
+BOT_SCOPES = frozenset(
+    {"chat:write", "im:write", "commands", "users:read", "users:read.email", "channels:read"}
+)
+# The scope each Web API method needs of a bot token (methods not listed need none).
+METHOD_SCOPES = {
+    "chat.postMessage": "chat:write",
+    "chat.update": "chat:write",
+    "chat.delete": "chat:write",
+    "chat.postEphemeral": "chat:write",
+    "conversations.open": "im:write",
+    "conversations.info": "channels:read",
+    "users.info": "users:read",
+    "users.lookupByEmail": "users:read.email",
+}
+# Slack: a response_url works five times within thirty minutes.
+RESPONSE_URL_USES = 5
+RESPONSE_URL_TTL_SECONDS = 30 * 60
 
 
 # --------------------------------------------------------------------------------------------
@@ -150,15 +169,17 @@ class ApiError(Exception):
         status: int = 200,
         headers: dict[str, str] | None = None,
         messages: list[str] | None = None,
+        extra: JSONDict | None = None,
     ) -> None:
         super().__init__(error)
+        self.extra = extra or {}
         self.error = error
         self.status = status
         self.headers = headers or {}
         self.messages = messages or []
 
     def body(self) -> JSONDict:
-        body: JSONDict = {"ok": False, "error": self.error}
+        body: JSONDict = {"ok": False, "error": self.error, **self.extra}
         if self.messages:
             body["response_metadata"] = {"messages": self.messages}
         return body
@@ -216,6 +237,8 @@ class ResponseTarget:
     channel_id: str
     message_ts: str | None
     is_ephemeral: bool
+    issued_at: float = field(default_factory=time.monotonic)
+    uses: int = 0
 
 
 @dataclass

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import copy
 import functools
@@ -19,6 +20,7 @@ from starlette.responses import JSONResponse, Response
 from testing.slack.blocks import auto_id, check_blocks, check_text
 from testing.slack.records import (
     MAX_MESSAGE_BLOCKS,
+    METHOD_SCOPES,
     ApiCall,
     ApiError,
     AppRecord,
@@ -86,6 +88,11 @@ class WebApi(Views):
             if isinstance(params.get(key), str) and params[key].strip()[:1] in {"[", "{"}:
                 with contextlib.suppress(ValueError):
                     params[key] = json.loads(params[key])
+        with self._cond:
+            delays = self._delays.get(method)
+            delay = delays.pop(0) if delays else 0.0
+        if delay:
+            await asyncio.sleep(delay)
         status, answer, headers = self._handle_api(method, params, token, body_error)
         return JSONResponse(answer, status_code=status, headers=headers)
 
@@ -111,7 +118,10 @@ class WebApi(Views):
                     raise ApiError("unknown_method")
                 app = self._authenticate(method, token)
                 assert token is not None
+                self._check_scope(method, token)
                 answer = {"ok": True, **handler(ApiCall(app, token, params))}
+                if method == "auth.test" and token in self._token_scopes:
+                    headers = {"x-oauth-scopes": ",".join(sorted(self._token_scopes[token]))}
             except ApiError as error:
                 status, headers, answer = error.status, error.headers, error.body()
             self._calls.append(
@@ -137,6 +147,18 @@ class WebApi(Views):
         if kind != ("app" if method == "apps.connections.open" else "bot"):
             raise ApiError("not_allowed_token_type")
         return app
+
+    def _check_scope(self, method: str, token: str) -> None:
+        needed = METHOD_SCOPES.get(method)
+        granted = self._token_scopes.get(token)
+        if needed is None or granted is None or needed in granted:
+            return
+        provided = ",".join(sorted(granted))
+        raise ApiError("missing_scope", extra={"needed": needed, "provided": provided})
+
+    def _check_membership(self, channel: str) -> None:
+        if channel in self._channels_without_bot:
+            raise ApiError("not_in_channel")
 
     def _next_ts(self) -> str:
         micros = max(int(time.time() * 1_000_000), self._last_ts_micros + 1)
@@ -278,6 +300,7 @@ class WebApi(Views):
         if not text and not blocks and not params.get("attachments"):
             raise ApiError("no_text")
         metadata = self._metadata(params)
+        self._check_membership(channel)
         self._pace(channel)
         thread_ts = params.get("thread_ts") or None
         message = self._store_message(ctx.app, channel, text, blocks, metadata, thread_ts)
@@ -327,6 +350,7 @@ class WebApi(Views):
         blocks = check_blocks(params.get("blocks"), MAX_MESSAGE_BLOCKS)
         if not text and not blocks and not params.get("attachments"):
             raise ApiError("no_text")
+        self._check_membership(channel)
         thread_ts = params.get("thread_ts") or None
         ephemeral = self._store_ephemeral(ctx.app, channel, user_id, text, blocks, thread_ts)
         return {"message_ts": ephemeral["message_ts"]}

@@ -8,7 +8,7 @@ import itertools
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 import httpx
@@ -16,8 +16,10 @@ import httpx
 from testing.slack.background import BackgroundServer
 from testing.slack.blocks import text_of
 from testing.slack.records import (
+    BOT_SCOPES,
     DEFAULT_APP_TOKEN,
     DEFAULT_BOT_TOKEN,
+    RESPONSE_URL_TTL_SECONDS,
     AppRecord,
     Bucket,
     Call,
@@ -57,6 +59,9 @@ class Workspace:
         self._users: dict[str, UserRecord] = {}
         self._channel_names: dict[str, str] = {}
         self._removed_channels: set[str] = set()
+        self._channels_without_bot: set[str] = set()
+        self._token_scopes: dict[str, frozenset[str]] = {}
+        self._delays: dict[str, list[float]] = {}
         self._dm_users: dict[str, str] = {}
         self._messages: list[Message] = []
         self._messages_by_key: dict[tuple[str, str], Message] = {}
@@ -116,8 +121,13 @@ class Workspace:
         signing_secret: str | None = None,
         verification_token: str | None = None,
         request_url: str | None = None,
+        bot_scopes: Iterable[str] = BOT_SCOPES,
     ) -> None:
-        """Install an app; calling again with the same ``app_id`` adds tokens to it."""
+        """Install an app; calling again with the same ``app_id`` adds tokens to it.
+
+        ``bot_scopes`` are what the bot token was granted (``x-oauth-scopes`` of auth.test);
+        a method needing another answers ``missing_scope``.
+        """
         with self._cond:
             app = self._apps.get(app_id)
             if app is None:
@@ -141,6 +151,8 @@ class Workspace:
                 if owner is not None and owner[0] is not app:
                     raise ValueError(f"token {token!r} already belongs to {owner[0].app_id}")
                 self._tokens[token] = (app, "bot" if kind == "bot" else "app")
+                if kind == "bot":
+                    self._token_scopes[token] = frozenset(bot_scopes)
                 self._revoked.discard(token)
                 tokens = app.bot_tokens if kind == "bot" else app.app_tokens
                 if token not in tokens:
@@ -177,6 +189,11 @@ class Workspace:
             self._channel_names[channel_id] = name
             self._removed_channels.discard(channel_id)
 
+    def remove_bot_from_channel(self, channel_id: str) -> None:
+        """The bot is no longer a member: posting there answers ``not_in_channel``."""
+        with self._cond:
+            self._channels_without_bot.add(channel_id)
+
     def remove_channel(self, channel_id: str) -> None:
         """Calls naming this channel answer ``channel_not_found`` from now on."""
         with self._cond:
@@ -212,6 +229,17 @@ class Workspace:
             self._failures.setdefault(method, []).append(
                 Failure(status=status, error=error, retry_after=retry_after, times=times)
             )
+
+    def delay_next(self, method: str, seconds: float, times: int = 1) -> None:
+        """Make the next ``times`` calls of ``method`` answer only after ``seconds``."""
+        with self._cond:
+            self._delays.setdefault(method, []).extend([seconds] * times)
+
+    def expire_response_urls(self) -> None:
+        """Every response_url handed out so far is past its thirty minutes."""
+        with self._cond:
+            for target in self._response_targets.values():
+                target.issued_at -= RESPONSE_URL_TTL_SECONDS
 
     def pace_channels(self, messages_per_second: float | None = 1.0, burst: int = 1) -> None:
         """Refuse chat.postMessage beyond ``messages_per_second`` per channel (None: off)."""

@@ -3,6 +3,7 @@
 import json
 import uuid
 
+import httpx
 import pytest
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
@@ -163,3 +164,23 @@ def test_many_clicks_at_once_and_a_refresh(slack, web, bolt):
     assert slack.click(ADA, message, "reject").status == 200
     slack.add_app(app_token="xapp-1-A0001-rotated")
     assert slack.socket_connections("xapp-1-A0001-rotated") == 1  # same app, same connection
+
+
+def test_a_response_url_works_five_times_within_thirty_minutes(slack, web, bolt):
+    posted = web.chat_postMessage(channel="C1", text="review", blocks=review_card())
+    slack.click(ADA, slack.message("C1", posted["ts"]), "reject")
+    slack.wait_for(lambda: len(bolt.seen) == 1, message="the app saw the click")
+    response_url = bolt.seen[-1][1]["response_url"]
+
+    statuses = [
+        httpx.post(response_url, json={"text": f"answer {n}"}).status_code for n in range(6)
+    ]
+    assert statuses == [200, 200, 200, 200, 200, 404]
+    assert [e["text"] for e in slack.ephemerals(ADA)] == [f"answer {n}" for n in range(5)]
+
+    slack.click(ADA, slack.message("C1", posted["ts"]), "reject")
+    slack.wait_for(lambda: len(bolt.seen) == 2, message="the app saw the second click")
+    fresh = bolt.seen[-1][1]["response_url"]
+    slack.expire_response_urls()
+    expired = httpx.post(fresh, json={"text": "too late"})
+    assert (expired.status_code, expired.text) == (404, "expired_url")

@@ -265,3 +265,50 @@ def test_views_need_a_trigger_the_server_issued(slack, web):
 def test_wait_for_explains_what_it_waited_for(slack):
     with pytest.raises(TimeoutError, match="a message in C9"):
         slack.wait_for(lambda: slack.messages("C9"), timeout=0.1, message="a message in C9")
+
+
+def test_scopes_are_told_by_auth_test_and_enforced(slack):
+    slack.add_app(
+        bot_token="xoxb-narrow",
+        app_token="xapp-1-A0002-narrow",
+        app_id="A0002",
+        bot_scopes=["chat:write", "commands"],
+    )
+    narrow = WebClient(token="xoxb-narrow", base_url=slack.base_url)
+
+    granted = narrow.auth_test()
+    assert granted.headers["x-oauth-scopes"] == "chat:write,commands"
+    assert narrow.chat_postMessage(channel="C1", text="a card")["ok"] is True
+    with pytest.raises(SlackApiError) as refused:
+        narrow.conversations_open(users=ADA)
+    assert refused.value.response["error"] == "missing_scope"
+    assert refused.value.response["needed"] == "im:write"
+    assert refused.value.response["provided"] == "chat:write,commands"
+
+
+def test_a_channel_without_the_bot_refuses_its_posts(slack, web):
+    slack.remove_bot_from_channel("C1")
+
+    for post in (
+        lambda: web.chat_postMessage(channel="C1", text="a card"),
+        lambda: web.chat_postEphemeral(channel="C1", user=ADA, text="only you"),
+    ):
+        with pytest.raises(SlackApiError) as refused:
+            post()
+        assert refused.value.response["error"] == "not_in_channel"
+    assert slack.messages("C1") == []
+    assert web.chat_postMessage(channel="C2", text="elsewhere")["ok"] is True
+
+
+def test_a_slow_method_answers_late_once(slack, web):
+    slack.delay_next("users.info", 0.3)
+
+    started = time.monotonic()
+    web.users_info(user=ADA)
+    slow = time.monotonic() - started
+    started = time.monotonic()
+    web.users_info(user=ADA)
+    fast = time.monotonic() - started
+
+    assert slow >= 0.3
+    assert fast < 0.3
