@@ -19,7 +19,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlmodel import Session
 
-from bot import blocks
+from bot import blocks, modals
 from bot.actions import WINDOW_END_BLOCK, WINDOW_START_BLOCK, ActionId, ViewId
 from bot.database import Database
 from bot.refusals import refusal_text
@@ -130,7 +130,7 @@ async def open_reject_modal(
     """Ask for the rejection reason; the decision happens when the modal is submitted."""
     await ack()
     await _acting_user(context, client, body["user"]["id"])  # unlinked users learn it now
-    view = blocks.reject_modal(review_id=_clicked_review(body), channel_id=_channel_of(body))
+    view = modals.reject_modal(review_id=_clicked_review(body), channel_id=_channel_of(body))
     await client.views_open(trigger_id=body["trigger_id"], view=view)
 
 
@@ -140,7 +140,7 @@ async def open_time_window_modal(
     """Ask for the time window to approve with."""
     await ack()
     await _acting_user(context, client, body["user"]["id"])
-    view = blocks.time_window_modal(review_id=_clicked_review(body), channel_id=_channel_of(body))
+    view = modals.time_window_modal(review_id=_clicked_review(body), channel_id=_channel_of(body))
     await client.views_open(trigger_id=body["trigger_id"], view=view)
 
 
@@ -152,8 +152,8 @@ async def submit_rejection(
 ) -> None:
     """Reject with the reason typed in the modal."""
     view = body["view"]
-    review_id, _channel = blocks.modal_context(view)  # handle_error reads the channel itself
-    reason = blocks.rejection_reason_from(view).strip() or None
+    review_id, _channel = modals.modal_context(view)  # handle_error reads the channel itself
+    reason = modals.rejection_reason_from(view).strip() or None
     await ack()
     request = ReviewDecisionRequest(status=Decision.REJECTED, rejection_reason=reason)
     await _decide_review(context, client, body["user"]["id"], review_id, request)
@@ -164,9 +164,9 @@ async def submit_time_window(
 ) -> None:
     """Approve with the time window picked in the modal; a bad window stays in the modal."""
     view = body["view"]
-    review_id, _channel_id = blocks.modal_context(view)
+    review_id, _channel_id = modals.modal_context(view)
     try:
-        start, end = blocks.time_window_from(view)
+        start, end = modals.time_window_from(view)
         window = TimeWindow(type="time_range", configuration={"start_time": start, "end_time": end})
     except (ValueError, pydantic.ValidationError) as exc:
         problem = _first_problem(exc)
@@ -373,6 +373,6 @@ def _modal_channel(body: dict[str, Any]) -> str | None:
     if not view:
         return None
     try:
-        return blocks.modal_context(view)[1]
+        return modals.modal_context(view)[1]
     except ValueError:
         return None

@@ -6,13 +6,10 @@ import uuid
 import pytest
 
 from bot.actions import ActionId, ViewId
-from bot.blocks import (
-    decision_dm,
-    help_text,
-    home_view,
-    link_instructions,
+from bot.blocks import decision_dm, help_text, home_view, link_instructions, pending_blocks
+from bot.modals import (
     modal_context,
-    pending_blocks,
+    notice_modal,
     reject_modal,
     rejection_reason_from,
     time_window_from,
@@ -115,6 +112,16 @@ def test_a_view_without_the_expected_input_is_refused():
 def test_malformed_private_metadata_is_refused(view):
     with pytest.raises(ValueError, match=r"private_metadata|review_id"):
         modal_context(view)
+
+
+def test_a_notice_modal_only_tells_and_closes():
+    modal = notice_modal(title="Not allowed to do that", text="You are not a reviewer.")
+
+    assert modal["type"] == "modal"
+    assert modal["title"]["text"] == "Not allowed to do that"[:24]
+    assert modal["close"]["text"] == "Close"
+    assert "submit" not in modal
+    assert modal["blocks"][0]["text"]["text"] == "You are not a reviewer."
 
 
 # --- messages to the requester --------------------------------------------------------------
