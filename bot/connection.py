@@ -15,6 +15,7 @@ from slack_bolt.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
 
 from bot.database import Database
+from bot.home import HomeRefresher
 from bot.listeners import BotContext, register_listeners
 from bot.notifier import Notifier
 from bot.pacing import ChannelPacer
@@ -98,6 +99,7 @@ class SlackConnection:
         self._http: aiohttp.ClientSession | None = None
         self._socket: AsyncSocketModeHandler | None = None
         self._notifier: Notifier | None = None
+        self._homes: HomeRefresher | None = None
         self.app: AsyncApp | None = None
 
     async def open(self) -> SlackIdentity:
@@ -128,10 +130,15 @@ class SlackConnection:
             if self.config.app_token:
                 self._socket = AsyncSocketModeHandler(self.app, self.config.app_token)
                 await self._socket.connect_async()  # type: ignore[no-untyped-call]
+            self._homes = HomeRefresher(
+                database=self._delivery_database, client=client, api_base_url=self._api_base_url
+            )
+            self._homes.start()
             self._notifier = Notifier(
                 database=self._delivery_database,
                 client=client,
                 pacer=self._pacer,
+                homes=self._homes,
                 api_base_url=self._api_base_url,
                 default_channel=self.config.default_channel,
                 on_token_refused=self._on_token_refused,
@@ -156,6 +163,9 @@ class SlackConnection:
         if self._notifier is not None:
             await self._notifier.stop()
             self._notifier = None
+        if self._homes is not None:
+            await self._homes.stop()
+            self._homes = None
         if self._socket is not None:
             try:
                 await self._socket.close_async()  # type: ignore[no-untyped-call]

@@ -1,9 +1,13 @@
 """Slack listeners: parse what Slack sent, call the review service, let Slack show the result.
 
-Every listener acknowledges first (Slack gives three seconds) and then works. Decisions go
-through ``models.reviews.service.update_review``, the same function as ``PUT /api/reviews/{id}``;
-the cards change through the outbox like any other decision. Refusals are raised and worded by
-the one error handler (``handle_error``); listeners never word them.
+Every listener acknowledges first (Slack gives three seconds) and then works; a button that
+opens a modal opens it before any check, because its trigger expires three seconds after the
+click. Decisions go through ``models.reviews.service.update_review``, the same function as
+``PUT /api/reviews/{id}``; the cards change through the outbox like any other decision.
+Refusals are raised and worded by the one error handler (``handle_error``); listeners never
+word them. Answers reach only the person who acted, wherever they acted: through the
+interaction's ``response_url`` first, then an ephemeral message in the channel, then a DM; in a
+modal, the modal itself says it.
 """
 
 import functools
@@ -13,34 +17,40 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
 import pydantic
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext, AsyncRespond
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.webhook.async_client import AsyncWebhookClient
 from sqlmodel import Session
 
 from bot import blocks, modals
 from bot.actions import WINDOW_END_BLOCK, WINDOW_START_BLOCK, ActionId, ViewId
 from bot.database import Database
+from bot.home import home_view_for, waiting_on
 from bot.refusals import refusal_text
-from models.chat.cards import ReviewCardFacts, review_card_facts
+from models.chat.cards import ReviewCardFacts
 from models.chat.links import (
     LINK_CODE_LIFETIME,
     link_by_verified_email,
     linked_user,
     start_chat_link,
-    user_by_chat_id,
 )
 from models.core import errors
 from models.core.clock import utc_now
 from models.reviews.machine import Decision
 from models.reviews.schema import Door, ReviewDecisionRequest, TimeWindow
-from models.reviews.service import reviews_waiting_on, update_review
+from models.reviews.service import update_review
 from models.users.schema import User
 
 logger = logging.getLogger("accessgate.bot")
 
-PENDING_SHOWN = 15
+REJECT_TITLE = "Reject access"
+WINDOW_TITLE = "Approve in a window"
+WORKING = "Working on it…"
+REJECTED = "Rejected. The review's cards show it, and the requester is told."
+APPROVED_IN_WINDOW = "Approved for your groups, within the time window. The cards show it."
 
 
 @dataclass(frozen=True)
@@ -129,9 +139,8 @@ async def open_reject_modal(
 ) -> None:
     """Ask for the rejection reason; the decision happens when the modal is submitted."""
     await ack()
-    await _acting_user(context, client, body["user"]["id"])  # unlinked users learn it now
     view = modals.reject_modal(review_id=_clicked_review(body), channel_id=_channel_of(body))
-    await client.views_open(trigger_id=body["trigger_id"], view=view)
+    await _open_then_check(body, context, client, view)
 
 
 async def open_time_window_modal(
@@ -139,9 +148,23 @@ async def open_time_window_modal(
 ) -> None:
     """Ask for the time window to approve with."""
     await ack()
-    await _acting_user(context, client, body["user"]["id"])
     view = modals.time_window_modal(review_id=_clicked_review(body), channel_id=_channel_of(body))
-    await client.views_open(trigger_id=body["trigger_id"], view=view)
+    await _open_then_check(body, context, client, view)
+
+
+async def _open_then_check(
+    body: dict[str, Any], context: AsyncBoltContext, client: AsyncWebClient, view: dict[str, Any]
+) -> None:
+    """Open the modal while its trigger is fresh, then check who clicked; a refusal replaces it.
+
+    The check may be slow (e-mail matching asks Slack who the user is), and the trigger dies
+    three seconds after the click.
+    """
+    opened = await client.views_open(trigger_id=body["trigger_id"], view=view)
+    try:
+        await _acting_user(context, client, body["user"]["id"])  # unlinked users learn it now
+    except errors.DomainError as error:
+        await _tell_in_modal(client, str(opened["view"]["id"]), error)
 
 
 # -- modals -----------------------------------------------------------------------------------
@@ -154,9 +177,9 @@ async def submit_rejection(
     view = body["view"]
     review_id, _channel = modals.modal_context(view)  # handle_error reads the channel itself
     reason = modals.rejection_reason_from(view).strip() or None
-    await ack()
+    await ack(response_action="update", view=modals.notice_modal(title=REJECT_TITLE, text=WORKING))
     request = ReviewDecisionRequest(status=Decision.REJECTED, rejection_reason=reason)
-    await _decide_review(context, client, body["user"]["id"], review_id, request)
+    await _decide_in_modal(context, client, body, review_id, request, done=REJECTED)
 
 
 async def submit_time_window(
@@ -175,9 +198,34 @@ async def submit_time_window(
             errors={WINDOW_START_BLOCK: problem, WINDOW_END_BLOCK: problem},
         )
         return
-    await ack()
+    await ack(response_action="update", view=modals.notice_modal(title=WINDOW_TITLE, text=WORKING))
     request = ReviewDecisionRequest(status=Decision.APPROVED, time_window=window)
-    await _decide_review(context, client, body["user"]["id"], review_id, request)
+    await _decide_in_modal(context, client, body, review_id, request, done=APPROVED_IN_WINDOW)
+
+
+async def _decide_in_modal(
+    context: AsyncBoltContext,
+    client: AsyncWebClient,
+    body: dict[str, Any],
+    review_id: uuid.UUID,
+    request: ReviewDecisionRequest,
+    *,
+    done: str,
+) -> None:
+    """Decide what the modal asked, then say in the same modal what came of it."""
+    view_id = str(body["view"]["id"])
+    try:
+        await _decide_review(context, client, body["user"]["id"], review_id, request)
+    except errors.DomainError as error:
+        await _tell_in_modal(client, view_id, error)
+        return
+    title = body["view"].get("title", {}).get("text") or "accessgate"
+    await client.views_update(view_id=view_id, view=modals.notice_modal(title=title, text=done))
+
+
+async def _tell_in_modal(client: AsyncWebClient, view_id: str, error: errors.DomainError) -> None:
+    notice = modals.notice_modal(title="Not done", text=refusal_text(error))
+    await client.views_update(view_id=view_id, view=notice)
 
 
 def _first_problem(exc: Exception) -> str:
@@ -220,9 +268,9 @@ async def accessgate_command(
         )
         return
     reviewer = await _acting_user(context, client, chat_id)
-    facts = await bot.database.run(lambda db: _waiting_on(db, reviewer, bot.api_base_url))
+    facts = await bot.database.run(lambda db: waiting_on(db, reviewer, bot.api_base_url))
     await respond(
-        text=f"{len(facts)} review(s) waiting on you",
+        text=pending_summary(facts),
         blocks=blocks.pending_blocks(facts),
         response_type="ephemeral",
     )
@@ -237,24 +285,13 @@ async def publish_home(
     bot: BotContext = context["bot"]
     chat_id = event["user"]
 
-    def read(db: Session) -> tuple[bool, list[ReviewCardFacts]]:
-        user = user_by_chat_id(db=db, chat_id=chat_id)
-        if user is None:
-            return False, []
-        return True, _waiting_on(db, user, bot.api_base_url)
-
-    linked, facts = await bot.database.run(read)
-    await client.views_publish(user_id=chat_id, view=blocks.home_view(facts, linked=linked))
+    view = await bot.database.run(lambda db: home_view_for(db, chat_id, bot.api_base_url))
+    await client.views_publish(user_id=chat_id, view=view)
 
 
-def _waiting_on(db: Session, reviewer: User, api_base_url: str) -> list[ReviewCardFacts]:
-    # One more than shown, so the list can say there are more.
-    ids = reviews_waiting_on(db=db, reviewer=reviewer, limit=PENDING_SHOWN + 1)
-    found = (
-        review_card_facts(db=db, review_id=review_id, api_base_url=api_base_url)
-        for review_id in ids
-    )
-    return [facts for facts in found if facts is not None]
+def pending_summary(facts: list[ReviewCardFacts]) -> str:
+    """The notification text of a pending list."""
+    return f"{len(facts)} review(s) waiting on you"
 
 
 # -- deciding ---------------------------------------------------------------------------------
@@ -267,6 +304,24 @@ async def _decide(
     request: ReviewDecisionRequest,
 ) -> None:
     await _decide_review(context, client, body["user"]["id"], _clicked_review(body), request)
+    if (body.get("container") or {}).get("is_ephemeral") and body.get("response_url"):
+        await _refresh_pending_list(body, context)
+
+
+async def _refresh_pending_list(body: dict[str, Any], context: AsyncBoltContext) -> None:
+    """The click came from the reviewer's ephemeral pending list: show it without that review."""
+    bot: BotContext = context["bot"]
+    chat_id = body["user"]["id"]
+
+    def read(db: Session) -> list[ReviewCardFacts]:
+        return waiting_on(db, linked_user(db=db, chat_id=chat_id), bot.api_base_url)
+
+    facts = await bot.database.run(read)
+    answer = await AsyncWebhookClient(str(body["response_url"])).send(
+        text=pending_summary(facts), blocks=blocks.pending_blocks(facts), replace_original=True
+    )
+    if answer.status_code != 200:  # expired or used up: the reviewer can ask again
+        logger.info("the pending list was not refreshed (%s)", answer.status_code)
 
 
 async def _decide_review(
@@ -326,8 +381,12 @@ async def _verified_email(client: AsyncWebClient, chat_id: str) -> str:
     # Slack only shows addresses its workspace confirmed (users:read.email).
     try:
         answer = await client.users_info(user=chat_id)
-    except SlackApiError:
-        return ""
+    except SlackApiError as exc:
+        cause = _slack_error(exc)
+        logger.warning("users.info refused for %s (%s): cannot match by e-mail", chat_id, cause)
+        raise errors.ChatEmailUnavailable(
+            f"Slack would not say your e-mail address ({cause})"
+        ) from exc
     user = answer.get("user") or {}
     return str((user.get("profile") or {}).get("email") or "")
 
@@ -356,16 +415,52 @@ async def handle_error(error: Exception, body: dict[str, Any], client: AsyncWebC
     user_id = (body.get("user") or {}).get("id") or body.get("user_id")
     if not user_id:
         return
-    text = refusal_text(error)
+    await tell_privately(body, client, str(user_id), refusal_text(error))
+
+
+async def tell_privately(
+    body: dict[str, Any], client: AsyncWebClient, user_id: str, text: str
+) -> None:
+    """Tell only the person who acted, wherever they acted.
+
+    The interaction's ``response_url`` reaches them in any conversation, even one the bot is
+    not in; an ephemeral message needs the bot in the channel, so it is the fallback, and the
+    bot's DM with the person is the last resort (App Home, modals opened without a channel).
+    """
+    response_url = body.get("response_url")
+    if response_url and await _respond_ephemerally(str(response_url), text):
+        return
     channel = _channel_of(body) or body.get("channel_id") or _modal_channel(body)
     try:
         if channel:
-            await client.chat_postEphemeral(channel=channel, user=user_id, text=text)
-        else:  # App Home or a modal opened without a channel: the bot's DM with the user
-            opened = await client.conversations_open(users=user_id)
-            await client.chat_postMessage(channel=opened["channel"]["id"], text=text)
-    except SlackApiError:
-        logger.warning("could not tell %s: %s", user_id, text)
+            try:
+                await client.chat_postEphemeral(channel=channel, user=user_id, text=text)
+                return
+            except SlackApiError as exc:
+                logger.info("no ephemeral in %s (%s); sending a DM", channel, _slack_error(exc))
+        opened = await client.conversations_open(users=user_id)
+        await client.chat_postMessage(channel=opened["channel"]["id"], text=text)
+    except SlackApiError as exc:
+        logger.warning("could not tell %s (%s): %s", user_id, _slack_error(exc), text)
+
+
+async def _respond_ephemerally(response_url: str, text: str) -> bool:
+    """Answer through a response_url; False when Slack will not take it (expired, used up)."""
+    try:
+        answer = await AsyncWebhookClient(response_url).send(
+            text=text, response_type="ephemeral", replace_original=False
+        )
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        logger.info("the response_url could not be reached (%s)", exc)
+        return False
+    if answer.status_code != 200:
+        logger.info("the response_url refused the answer (%s %s)", answer.status_code, answer.body)
+        return False
+    return True
+
+
+def _slack_error(exc: SlackApiError) -> str:
+    return str(exc.response.get("error") or exc)
 
 
 def _modal_channel(body: dict[str, Any]) -> str | None:

@@ -8,6 +8,7 @@ For each event, oldest first per review (``models.delivery.leases`` keeps that r
 - ``review.updated``: rewrite every stored card of the review with its current state; on a
   final decision (approved, rejected, revoked) queue a ``chat.direct_message`` event in the
   transaction that marks this one delivered.
+- after either, the App Home of every linked reviewer of the review is refreshed (``bot.home``).
 - ``chat.direct_message``: DM the requester, at the pace of their DM channel. These go in a lane
   of their own (own order, own slots): fifty decisions for one requester wait for their turns
   in the outbox, not in front of anybody's cards.
@@ -35,9 +36,10 @@ from sqlmodel import Session
 
 from bot.blocks import decision_dm, review_card, review_card_text
 from bot.database import Database
+from bot.home import HomeRefresher
 from bot.pacing import ChannelPacer
 from bot.slack_api import is_token_refusal
-from models.chat.cards import ReviewCardFacts, review_card_facts
+from models.chat.cards import ReviewCardFacts, linked_reviewers, review_card_facts
 from models.chat.messages import (
     CARD_KINDS,
     DIRECT_MESSAGE_KINDS,
@@ -129,6 +131,7 @@ class DeliveryState:
     channels: list[str]  # where a new review's cards go
     cards: list[ChatMessage]  # the cards already posted, to rewrite
     delivered: set[str]  # delivery keys whose message is already posted
+    reviewers: list[str]  # chat ids of the linked reviewers, whose App Home lists the review
 
 
 class Notifier:
@@ -140,11 +143,13 @@ class Notifier:
         database: Database,
         client: AsyncWebClient,
         pacer: ChannelPacer,
+        homes: HomeRefresher,
         api_base_url: str,
         default_channel: str | None,
         on_token_refused: Callable[[str], None],
     ) -> None:
         self._database = database
+        self._homes = homes
         self._client = client
         self._pacer = pacer
         self._api_base_url = api_base_url
@@ -261,11 +266,14 @@ class Notifier:
         if state is None:
             return Outcome("not delivered: the review no longer exists")
         entered = ReviewStatus(str(event.payload.get("status")))
-        if event.kind == EventKind.REVIEW_CREATED:
-            return Outcome(await self._post_cards(state))
         if event.kind == EventKind.DIRECT_MESSAGE:
             return Outcome(await self._direct_message(event, state, entered))
+        if event.kind == EventKind.REVIEW_CREATED:
+            note = await self._post_cards(state)
+            self._homes.request(state.reviewers)
+            return Outcome(note)
         note = await self._rewrite_cards(state)
+        self._homes.request(state.reviewers)
         if entered not in FINAL_DECISIONS or event.payload.get("status_before") == entered:
             return Outcome(note)
         if not state.facts.requester_chat_id:
@@ -280,6 +288,7 @@ class Notifier:
         channels: list[str] = []
         cards: list[ChatMessage] = []
         keys: list[str] = []  # a rewrite posts nothing new: no delivery keys to look up
+        reviewers: list[str] = []
         if event.kind == EventKind.REVIEW_CREATED:
             channels = card_channels(
                 db=db, review_id=event.review_id, default_channel=self._default_channel
@@ -289,11 +298,14 @@ class Notifier:
             keys = [direct_message_key(event.id)]
         else:
             cards = posted_messages(db=db, review_id=event.review_id, kind=ChatMessageKind.CARD)
+        if event.kind != EventKind.DIRECT_MESSAGE:
+            reviewers = linked_reviewers(db=db, review_id=event.review_id)
         return DeliveryState(
             facts=facts,
             channels=channels,
             cards=cards,
             delivered=delivered_keys(db=db, keys=keys),
+            reviewers=reviewers,
         )
 
     async def _post_cards(self, state: DeliveryState) -> str | None:

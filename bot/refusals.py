@@ -37,6 +37,10 @@ WORDING: list[tuple[type[errors.DomainError], str]] = [
 
 def refusal_text(error: Exception) -> str:
     """What to tell the clicker about ``error``, in plain words."""
+    if isinstance(error, errors.ChatEmailUnavailable):
+        return (
+            f"accessgate could not match your Slack account by e-mail: {error.message}. {LINK_HINT}"
+        )
     for error_class, text in WORDING:
         if isinstance(error, error_class):
             return text

@@ -69,7 +69,11 @@ class ChatBot:
 
     def check_configuration(self, values: Mapping[str, bytes]) -> None:
         """Ask Slack about new tokens before they are stored (worker thread)."""
-        check_chat_tokens(values, api_url=self._settings.slack_api_url)
+        check_chat_tokens(
+            values,
+            api_url=self._settings.slack_api_url,
+            match_email=self._settings.slack_match_email,
+        )
 
     def configuration_changed(self) -> None:
         """Apply the stored configuration now (any thread)."""

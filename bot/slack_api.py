@@ -34,6 +34,31 @@ TOKEN_REFUSALS = frozenset(
     }
 )
 
+# The bot token's scopes, by what needs them (manifest.yml asks for the first set only).
+ALWAYS_NEEDED_SCOPES = {
+    "chat:write": "to post and rewrite review cards and answer people",
+    "im:write": "to send requesters their decisions as direct messages",
+    "commands": "to answer /accessgate",
+}
+EMAIL_MATCHING_SCOPES = {
+    "users:read": "to look up who clicked, for ACCESSGATE_SLACK_MATCH_EMAIL",
+    "users:read.email": "to read their e-mail address, for ACCESSGATE_SLACK_MATCH_EMAIL",
+}
+
+
+def needed_scopes(*, match_email: bool) -> dict[str, str]:
+    """The bot scopes the enabled features need, each with why."""
+    return {**ALWAYS_NEEDED_SCOPES, **(EMAIL_MATCHING_SCOPES if match_email else {})}
+
+
+def missing_scopes(granted_header: str | None, *, match_email: bool) -> dict[str, str]:
+    """Needed scopes absent from auth.test's ``x-oauth-scopes``; none when Slack did not say."""
+    if granted_header is None:
+        return {}
+    granted = {scope.strip() for scope in granted_header.split(",")}
+    needed = needed_scopes(match_email=match_email)
+    return {scope: why for scope, why in needed.items() if scope not in granted}
+
 
 def web_client(*, token: str, api_url: str) -> AsyncWebClient:
     """A client that retries briefly on its own (429 after Retry-After, 5xx, lost connections).
@@ -53,11 +78,12 @@ def is_token_refusal(error: SlackApiError) -> bool:
     return error.response.get("error") in TOKEN_REFUSALS
 
 
-def check_chat_tokens(values: Mapping[str, bytes], *, api_url: str) -> None:
-    """Raise UnusableConfiguration if Slack refuses the bot or app token.
+def check_chat_tokens(values: Mapping[str, bytes], *, api_url: str, match_email: bool) -> None:
+    """Raise UnusableConfiguration if Slack refuses a token, or the bot lacks a needed scope.
 
-    A Slack that cannot be reached, or answers with something other than a refusal, is not the
-    configuration's fault: the check passes and the bot keeps retrying with what was stored.
+    Each token is checked. A Slack that cannot be reached, or answers with something other
+    than a refusal, is not the configuration's fault: that token's check passes and the bot
+    keeps retrying with what was stored.
     """
     checks = [(CHAT_BOT_TOKEN, "auth.test")]
     if CHAT_APP_TOKEN in values:
@@ -68,14 +94,23 @@ def check_chat_tokens(values: Mapping[str, bytes], *, api_url: str) -> None:
             token=values[name].decode("ascii"), base_url=api_url, timeout=CHECK_TIMEOUT_SECONDS
         )
         try:
-            client.api_call(method)
+            answer = client.api_call(method)
         except SlackApiError as exc:
             if is_token_refusal(exc):
                 raise errors.UnusableConfiguration(
                     f"Slack refused {name}: {exc.response.get('error')}"
                 ) from exc
             logger.warning("Slack could not check %s now (%s); storing it", name, exc)
-            return
+            continue
         except (SlackClientError, OSError) as exc:
             logger.warning("Slack cannot be reached to check %s (%s); storing it", name, exc)
-            return
+            continue
+        if name == CHAT_BOT_TOKEN:
+            scopes = answer.headers.get("x-oauth-scopes")
+            missing = missing_scopes(scopes, match_email=match_email)
+            if missing:
+                needs = "; ".join(f"{scope} {why}" for scope, why in missing.items())
+                raise errors.UnusableConfiguration(
+                    f"the CHAT_BOT_TOKEN lacks Slack scopes accessgate needs: {needs}. Add them "
+                    "under OAuth & Permissions, reinstall the app and send its new bot token"
+                )

@@ -11,10 +11,10 @@ from datetime import datetime
 from sqlmodel import Session, col, select
 
 from models.reviews.machine import ReviewStatus
-from models.reviews.schema import Review, ReviewGroupPublic, ReviewType
+from models.reviews.schema import Review, ReviewGroup, ReviewGroupPublic, ReviewType
 from models.reviews.service import review_views
 from models.sessions.schema import GatewaySession
-from models.users.schema import User
+from models.users.schema import User, UserStatus
 
 
 @dataclass(frozen=True)
@@ -105,4 +105,29 @@ def _group_line(entry: ReviewGroupPublic) -> GroupLine:
         reviewed_by_chat_id=None if reviewer is None else (reviewer.chat_id or None),
         reviewed_at=entry.review_date,
         forced=entry.forced_review,
+    )
+
+
+def linked_reviewers(*, db: Session, review_id: uuid.UUID) -> list[str]:
+    """The chat ids of active, linked users who review this review: whose App Home lists it.
+
+    Members of its reviewer groups and force-approval groups, but not its requester (nobody
+    reviews their own session).
+    """
+    review = db.get(Review, review_id)
+    if review is None:
+        return []
+    groups = set(review.force_approval_groups) | set(
+        db.exec(select(ReviewGroup.group).where(ReviewGroup.review_id == review_id))
+    )
+    candidates = db.exec(
+        select(User).where(
+            User.organization_id == review.organization_id,
+            col(User.chat_id).is_not(None),
+            User.status == UserStatus.ACTIVE,
+            User.id != review.owner_id,
+        )
+    )
+    return sorted(
+        user.chat_id for user in candidates if user.chat_id and groups.intersection(user.groups)
     )

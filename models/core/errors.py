@@ -5,6 +5,7 @@
     │   └── ReviewClosed        the review no longer accepts decisions
     ├── Unauthenticated         no identity, or one that cannot be verified
     │   └── ChatUserNotLinked   a chat user no gateway user is linked to
+    │       └── ChatEmailUnavailable  ...and the chat service would not say their e-mail
     ├── Forbidden               the caller may not do this
     │   ├── InactiveUser
     │   ├── AdminRequired
@@ -47,6 +48,10 @@ class Unauthenticated(DomainError):
 
 class ChatUserNotLinked(Unauthenticated):
     """A chat user acted before linking their chat account to a gateway user."""
+
+
+class ChatEmailUnavailable(ChatUserNotLinked):
+    """E-mail matching could not run: the chat service would not say the user's address."""
 
 
 class Forbidden(DomainError):

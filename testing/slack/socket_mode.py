@@ -104,18 +104,20 @@ class SocketMode(WebApi):
         after: Callable[[Ack], None] | None = None,
     ) -> Ack:
         if route.via == "socket":
-            ack = await self._deliver_socket(app.app_id, kind, payload, accepts_response_payload)
+            # ``after`` runs as the ack arrives, as on Slack, before any later call of the app.
+            return await self._deliver_socket(
+                app.app_id, kind, payload, accepts_response_payload, after
+            )
+        if kind == "interactive":
+            body = urlencode({"payload": json.dumps(payload)}).encode()
+            content_type = "application/x-www-form-urlencoded"
+        elif kind == "slash_commands":
+            body = urlencode({k: form_value(v) for k, v in payload.items()}).encode()
+            content_type = "application/x-www-form-urlencoded"
         else:
-            if kind == "interactive":
-                body = urlencode({"payload": json.dumps(payload)}).encode()
-                content_type = "application/x-www-form-urlencoded"
-            elif kind == "slash_commands":
-                body = urlencode({k: form_value(v) for k, v in payload.items()}).encode()
-                content_type = "application/x-www-form-urlencoded"
-            else:
-                body = json.dumps(payload).encode()
-                content_type = "application/json"
-            ack = await self._deliver_http(route, body, content_type)
+            body = json.dumps(payload).encode()
+            content_type = "application/json"
+        ack = await self._deliver_http(route, body, content_type)
         with self._cond:
             if after is not None:
                 after(ack)
@@ -140,7 +142,12 @@ class SocketMode(WebApi):
             await connection.websocket.send_text(json.dumps(message))
 
     async def _deliver_socket(
-        self, app_id: str, kind: str, payload: JSONDict, accepts_response_payload: bool
+        self,
+        app_id: str,
+        kind: str,
+        payload: JSONDict,
+        accepts_response_payload: bool,
+        on_ack: Callable[[Ack], None] | None = None,
     ) -> Ack:
         envelope_id = str(uuid.uuid4())
         envelope = {
@@ -153,6 +160,8 @@ class SocketMode(WebApi):
         }
         ack_future: asyncio.Future[JSONDict] = asyncio.get_running_loop().create_future()
         self._pending_acks[envelope_id] = ack_future
+        if on_ack is not None:
+            self._ack_hooks[envelope_id] = on_ack
         deadline = time.monotonic() + self.connect_timeout
         try:
             while True:
@@ -173,6 +182,7 @@ class SocketMode(WebApi):
                 ) from None
         finally:
             self._pending_acks.pop(envelope_id, None)
+            self._ack_hooks.pop(envelope_id, None)
         elapsed = time.monotonic() - started
         ack_payload = reply.get("payload")
         return Ack(
@@ -258,6 +268,14 @@ class SocketMode(WebApi):
             return
         if not isinstance(message, dict):
             return
-        pending = self._pending_acks.get(str(message.get("envelope_id")))
-        if pending is not None and not pending.done():
-            pending.set_result(message)
+        envelope_id = str(message.get("envelope_id"))
+        pending = self._pending_acks.get(envelope_id)
+        if pending is None or pending.done():
+            return
+        hook = self._ack_hooks.pop(envelope_id, None)
+        if hook is not None:
+            answer = message.get("payload")
+            with self._cond:
+                hook(Ack(envelope_id, answer if isinstance(answer, dict) else None, 200, 0.0))
+                self._cond.notify_all()
+        pending.set_result(message)

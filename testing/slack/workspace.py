@@ -20,6 +20,7 @@ from testing.slack.records import (
     DEFAULT_APP_TOKEN,
     DEFAULT_BOT_TOKEN,
     RESPONSE_URL_TTL_SECONDS,
+    Ack,
     AppRecord,
     Bucket,
     Call,
@@ -82,6 +83,7 @@ class Workspace:
         self._connections: list[SocketConnection] = []
         self._round_robin: dict[str, itertools.count[int]] = {}
         self._pending_acks: dict[str, asyncio.Future[JSONDict]] = {}
+        self._ack_hooks: dict[str, Callable[[Ack], None]] = {}
         self._http: httpx.AsyncClient | None = None
         self._background: BackgroundServer | None = None
 

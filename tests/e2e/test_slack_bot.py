@@ -249,6 +249,14 @@ def test_a_reviewer_approves_from_the_card_and_the_requester_is_told(environment
     assert len(slack.messages(CHANNEL)) == 1, "one card, rewritten; never a second one"
 
 
+def wait_for_modal_text(slack: SlackServer, view_id: str, expected: str) -> None:
+    """Wait until the modal the person is looking at says ``expected``."""
+    slack.wait_for(
+        lambda: expected in text_of(slack.view(view_id)),
+        message=f"the modal never said {expected!r}",
+    )
+
+
 def test_reject_asks_for_a_reason_in_a_modal(gateway, slack):
     session = gateway.open_session()
     card = card_of(slack, session)
@@ -260,7 +268,9 @@ def test_reject_asks_for_a_reason_in_a_modal(gateway, slack):
     ack = slack.submit_view(
         REVIEWER, modal, {"reason": {"reason_input": "no change ticket for this query"}}
     )
-    assert ack.payload in (None, {})  # the modal closes
+    assert ack.payload is not None
+    assert ack.payload["response_action"] == "update"  # the modal says it is working on it
+    wait_for_modal_text(slack, modal["id"], "Rejected.")
     wait_for_text(slack, CHANNEL, card.ts, "REJECTED")
     assert "no change ticket for this query" in text_of(slack.message(CHANNEL, card.ts))
     assert action_ids(slack.message(CHANNEL, card.ts)) == []
@@ -300,6 +310,7 @@ def test_approve_with_a_time_window_from_the_modal(gateway, slack):
         },
     )
     wait_for_text(slack, CHANNEL, card.ts, "APPROVED")
+    wait_for_modal_text(slack, modal["id"], "within the time window")
     review = gateway.review(session)
     assert review["time_window"] == {
         "type": "time_range",
