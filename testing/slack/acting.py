@@ -18,7 +18,6 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from testing.slack.blocks import action_id_of, buttons_with_blocks, check_blocks, check_text
 from testing.slack.records import (
     MAX_MESSAGE_BLOCKS,
-    RESPONSE_URL_TTL_SECONDS,
     RESPONSE_URL_USES,
     Ack,
     ApiError,
@@ -446,10 +445,9 @@ class ActingUsers(SocketMode):
             return PlainTextResponse(answer, status_code=status)
         return JSONResponse({"ok": True})
 
-    @staticmethod
-    def _response_url_usable(target: ResponseTarget) -> bool:
+    def _response_url_usable(self, target: ResponseTarget) -> bool:
         age = time.monotonic() - target.issued_at
-        return target.uses < RESPONSE_URL_USES and age < RESPONSE_URL_TTL_SECONDS
+        return target.uses < RESPONSE_URL_USES and age < self.response_url_ttl
 
     def _apply_response(self, target: ResponseTarget, body: JSONDict) -> None:
         app = self._apps[target.app_id]

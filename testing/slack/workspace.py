@@ -53,6 +53,8 @@ class Workspace:
         self.trigger_ttl = trigger_ttl
         self.ack_timeout = ack_timeout
         self.connect_timeout = connect_timeout
+        # How long a response_url works (Slack: thirty minutes); 0 makes every one expired.
+        self.response_url_ttl: float = RESPONSE_URL_TTL_SECONDS
         self._cond = threading.Condition()
         self._apps: dict[str, AppRecord] = {}
         self._tokens: dict[str, tuple[AppRecord, Literal["bot", "app"]]] = {}
@@ -236,12 +238,6 @@ class Workspace:
         """Make the next ``times`` calls of ``method`` answer only after ``seconds``."""
         with self._cond:
             self._delays.setdefault(method, []).extend([seconds] * times)
-
-    def expire_response_urls(self) -> None:
-        """Every response_url handed out so far is past its thirty minutes."""
-        with self._cond:
-            for target in self._response_targets.values():
-                target.issued_at -= RESPONSE_URL_TTL_SECONDS
 
     def pace_channels(self, messages_per_second: float | None = 1.0, burst: int = 1) -> None:
         """Refuse chat.postMessage beyond ``messages_per_second`` per channel (None: off)."""

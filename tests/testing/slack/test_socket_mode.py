@@ -181,6 +181,6 @@ def test_a_response_url_works_five_times_within_thirty_minutes(slack, web, bolt)
     slack.click(ADA, slack.message("C1", posted["ts"]), "reject")
     slack.wait_for(lambda: len(bolt.seen) == 2, message="the app saw the second click")
     fresh = bolt.seen[-1][1]["response_url"]
-    slack.expire_response_urls()
+    slack.response_url_ttl = 0
     expired = httpx.post(fresh, json={"text": "too late"})
     assert (expired.status_code, expired.text) == (404, "expired_url")
