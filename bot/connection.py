@@ -15,7 +15,7 @@ from slack_bolt.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
 
 from bot.database import Database
-from bot.home import HomeRefresher
+from bot.fresh_views import ViewRefresher
 from bot.listeners import BotContext, register_listeners
 from bot.notifier import Notifier
 from bot.pacing import ChannelPacer
@@ -99,7 +99,7 @@ class SlackConnection:
         self._http: aiohttp.ClientSession | None = None
         self._socket: AsyncSocketModeHandler | None = None
         self._notifier: Notifier | None = None
-        self._homes: HomeRefresher | None = None
+        self._views: ViewRefresher | None = None
         self.app: AsyncApp | None = None
 
     async def open(self) -> SlackIdentity:
@@ -130,15 +130,15 @@ class SlackConnection:
             if self.config.app_token:
                 self._socket = AsyncSocketModeHandler(self.app, self.config.app_token)
                 await self._socket.connect_async()  # type: ignore[no-untyped-call]
-            self._homes = HomeRefresher(
+            self._views = ViewRefresher(
                 database=self._delivery_database, client=client, api_base_url=self._api_base_url
             )
-            self._homes.start()
+            self._views.start()
             self._notifier = Notifier(
                 database=self._delivery_database,
                 client=client,
                 pacer=self._pacer,
-                homes=self._homes,
+                views=self._views,
                 api_base_url=self._api_base_url,
                 default_channel=self.config.default_channel,
                 on_token_refused=self._on_token_refused,
@@ -163,9 +163,9 @@ class SlackConnection:
         if self._notifier is not None:
             await self._notifier.stop()
             self._notifier = None
-        if self._homes is not None:
-            await self._homes.stop()
-            self._homes = None
+        if self._views is not None:
+            await self._views.stop()
+            self._views = None
         if self._socket is not None:
             try:
                 await self._socket.close_async()  # type: ignore[no-untyped-call]

@@ -28,7 +28,7 @@ from sqlmodel import Session
 from bot import blocks, modals
 from bot.actions import WINDOW_END_BLOCK, WINDOW_START_BLOCK, ActionId, ViewId
 from bot.database import Database
-from bot.home import home_view_for, waiting_on
+from bot.fresh_views import pending_summary, read_views, waiting_on
 from bot.refusals import refusal_text
 from models.chat.cards import ReviewCardFacts
 from models.chat.links import (
@@ -37,6 +37,7 @@ from models.chat.links import (
     linked_user,
     start_chat_link,
 )
+from models.chat.pending_lists import remember_pending_list
 from models.core import errors
 from models.core.clock import utc_now
 from models.reviews.machine import Decision
@@ -268,7 +269,14 @@ async def accessgate_command(
         )
         return
     reviewer = await _acting_user(context, client, chat_id)
-    facts = await bot.database.run(lambda db: waiting_on(db, reviewer, bot.api_base_url))
+    response_url = str(command["response_url"])
+
+    def list_and_remember(db: Session) -> list[ReviewCardFacts]:
+        # Decisions from any door replace this list while Slack takes its response_url.
+        remember_pending_list(db=db, chat_id=chat_id, response_url=response_url, now=utc_now())
+        return waiting_on(db, reviewer, bot.api_base_url)
+
+    facts = await bot.database.run(list_and_remember)
     await respond(
         text=pending_summary(facts),
         blocks=blocks.pending_blocks(facts),
@@ -285,13 +293,8 @@ async def publish_home(
     bot: BotContext = context["bot"]
     chat_id = event["user"]
 
-    view = await bot.database.run(lambda db: home_view_for(db, chat_id, bot.api_base_url))
-    await client.views_publish(user_id=chat_id, view=view)
-
-
-def pending_summary(facts: list[ReviewCardFacts]) -> str:
-    """The notification text of a pending list."""
-    return f"{len(facts)} review(s) waiting on you"
+    views = await bot.database.run(lambda db: read_views(db, chat_id, bot.api_base_url))
+    await client.views_publish(user_id=chat_id, view=views.home)
 
 
 # -- deciding ---------------------------------------------------------------------------------
@@ -304,24 +307,6 @@ async def _decide(
     request: ReviewDecisionRequest,
 ) -> None:
     await _decide_review(context, client, body["user"]["id"], _clicked_review(body), request)
-    if (body.get("container") or {}).get("is_ephemeral") and body.get("response_url"):
-        await _refresh_pending_list(body, context)
-
-
-async def _refresh_pending_list(body: dict[str, Any], context: AsyncBoltContext) -> None:
-    """The click came from the reviewer's ephemeral pending list: show it without that review."""
-    bot: BotContext = context["bot"]
-    chat_id = body["user"]["id"]
-
-    def read(db: Session) -> list[ReviewCardFacts]:
-        return waiting_on(db, linked_user(db=db, chat_id=chat_id), bot.api_base_url)
-
-    facts = await bot.database.run(read)
-    answer = await AsyncWebhookClient(str(body["response_url"])).send(
-        text=pending_summary(facts), blocks=blocks.pending_blocks(facts), replace_original=True
-    )
-    if answer.status_code != 200:  # expired or used up: the reviewer can ask again
-        logger.info("the pending list was not refreshed (%s)", answer.status_code)
 
 
 async def _decide_review(

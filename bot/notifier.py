@@ -8,7 +8,8 @@ For each event, oldest first per review (``models.delivery.leases`` keeps that r
 - ``review.updated``: rewrite every stored card of the review with its current state; on a
   final decision (approved, rejected, revoked) queue a ``chat.direct_message`` event in the
   transaction that marks this one delivered.
-- after either, the App Home of every linked reviewer of the review is refreshed (``bot.home``).
+- after either, the App Home and pending list of every linked reviewer of the review are
+  refreshed (``bot.fresh_views``).
 - ``chat.direct_message``: DM the requester, at the pace of their DM channel. These go in a lane
   of their own (own order, own slots): fifty decisions for one requester wait for their turns
   in the outbox, not in front of anybody's cards.
@@ -36,7 +37,7 @@ from sqlmodel import Session
 
 from bot.blocks import decision_dm, review_card, review_card_text
 from bot.database import Database
-from bot.home import HomeRefresher
+from bot.fresh_views import ViewRefresher
 from bot.pacing import ChannelPacer
 from bot.slack_api import is_token_refusal
 from models.chat.cards import ReviewCardFacts, linked_reviewers, review_card_facts
@@ -143,13 +144,13 @@ class Notifier:
         database: Database,
         client: AsyncWebClient,
         pacer: ChannelPacer,
-        homes: HomeRefresher,
+        views: ViewRefresher,
         api_base_url: str,
         default_channel: str | None,
         on_token_refused: Callable[[str], None],
     ) -> None:
         self._database = database
-        self._homes = homes
+        self._views = views
         self._client = client
         self._pacer = pacer
         self._api_base_url = api_base_url
@@ -270,10 +271,10 @@ class Notifier:
             return Outcome(await self._direct_message(event, state, entered))
         if event.kind == EventKind.REVIEW_CREATED:
             note = await self._post_cards(state)
-            self._homes.request(state.reviewers)
+            self._views.request(state.reviewers)
             return Outcome(note)
         note = await self._rewrite_cards(state)
-        self._homes.request(state.reviewers)
+        self._views.request(state.reviewers)
         if entered not in FINAL_DECISIONS or event.payload.get("status_before") == entered:
             return Outcome(note)
         if not state.facts.requester_chat_id:

@@ -4,6 +4,7 @@ from sqlmodel import SQLModel
 
 from models.chat.links import ChatLinkCode
 from models.chat.messages import ChatMessage
+from models.chat.pending_lists import ChatPendingList
 from models.connections.schema import Connection
 from models.delivery.outbox import OutboxEvent
 from models.plugins.schema import Plugin, PluginConnection
@@ -20,6 +21,7 @@ __all__ = [
     "AccessRequestRule",
     "ChatLinkCode",
     "ChatMessage",
+    "ChatPendingList",
     "Connection",
     "GatewaySession",
     "Organization",

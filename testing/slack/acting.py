@@ -475,9 +475,17 @@ class ActingUsers(SocketMode):
             if found is not None and not found.deleted:
                 self._update_message(found, text, blocks, None)
             return
+        # A URL that did not come from a message (a slash command's) owns what it posts first:
+        # Slack's replace_original through it replaces that message.
         if body.get("response_type") == "in_channel":
-            self._store_message(
+            message = self._store_message(
                 app, target.channel_id, text, blocks, None, body.get("thread_ts") or None
             )
+            posted_ts, posted_ephemeral = message.ts, False
         else:
-            self._store_ephemeral(app, target.channel_id, target.user_id, text, blocks, None)
+            stored = self._store_ephemeral(
+                app, target.channel_id, target.user_id, text, blocks, None
+            )
+            posted_ts, posted_ephemeral = stored["message_ts"], True
+        if target.message_ts is None:
+            target.message_ts, target.is_ephemeral = posted_ts, posted_ephemeral

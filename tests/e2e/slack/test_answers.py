@@ -120,7 +120,7 @@ def test_a_refused_check_after_the_modal_opened_is_told_in_the_modal(environment
         assert "/accessgate link" in text_of(slack.view(modal["id"]))
 
 
-def test_the_pending_list_a_reviewer_decides_from_is_refreshed(gateway, slack):
+def test_the_pending_list_follows_decisions_from_it_and_from_the_api(gateway, slack):
     first = gateway.open_session("select 1")
     second = gateway.open_session("select 2")
     card_of(slack, first), card_of(slack, second)
@@ -140,6 +140,17 @@ def test_the_pending_list_a_reviewer_decides_from_is_refreshed(gateway, slack):
     assert len(refreshed) == 1, "the list was replaced, not repeated"
     assert second["review"]["id"] in str(refreshed[0]["blocks"])
     assert "1 review(s) waiting on you" in refreshed[0]["text"]
+
+    # A decision through the API replaces the list the reviewer is looking at, too.
+    decided = gateway.api.put(
+        f"/reviews/{second['review']['id']}", json={"status": "APPROVED"}, headers=gateway.reviewer
+    )
+    assert decided.status_code == 200, decided.text
+    slack.wait_for(
+        lambda: "Nothing is waiting on you" in text_of(slack.ephemerals(REVIEWER)[-1]),
+        message="the pending list still shows a review decided through the API",
+    )
+    assert len(slack.ephemerals(REVIEWER)) == 1
 
 
 def test_app_home_follows_reviews_filed_and_decided_through_the_api(gateway, slack):
