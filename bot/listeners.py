@@ -47,8 +47,6 @@ from models.users.schema import User
 
 logger = logging.getLogger("accessgate.bot")
 
-REJECT_TITLE = "Reject access"
-WINDOW_TITLE = "Approve in a window"
 WORKING = "Working on it…"
 REJECTED = "Rejected. The review's cards show it, and the requester is told."
 APPROVED_IN_WINDOW = "Approved for your groups, within the time window. The cards show it."
@@ -178,7 +176,7 @@ async def submit_rejection(
     view = body["view"]
     review_id, _channel = modals.modal_context(view)  # handle_error reads the channel itself
     reason = modals.rejection_reason_from(view).strip() or None
-    await ack(response_action="update", view=modals.notice_modal(title=REJECT_TITLE, text=WORKING))
+    await ack(response_action="update", view=_notice(view, WORKING))
     request = ReviewDecisionRequest(status=Decision.REJECTED, rejection_reason=reason)
     await _decide_in_modal(context, client, body, review_id, request, done=REJECTED)
 
@@ -199,7 +197,7 @@ async def submit_time_window(
             errors={WINDOW_START_BLOCK: problem, WINDOW_END_BLOCK: problem},
         )
         return
-    await ack(response_action="update", view=modals.notice_modal(title=WINDOW_TITLE, text=WORKING))
+    await ack(response_action="update", view=_notice(view, WORKING))
     request = ReviewDecisionRequest(status=Decision.APPROVED, time_window=window)
     await _decide_in_modal(context, client, body, review_id, request, done=APPROVED_IN_WINDOW)
 
@@ -220,8 +218,13 @@ async def _decide_in_modal(
     except errors.DomainError as error:
         await _tell_in_modal(client, view_id, error)
         return
-    title = body["view"].get("title", {}).get("text") or "accessgate"
-    await client.views_update(view_id=view_id, view=modals.notice_modal(title=title, text=done))
+    await client.views_update(view_id=view_id, view=_notice(body["view"], done))
+
+
+def _notice(view: dict[str, Any], text: str) -> dict[str, Any]:
+    """The same modal, under its own title, now only telling ``text``."""
+    title = (view.get("title") or {}).get("text") or "accessgate"
+    return modals.notice_modal(title=str(title), text=text)
 
 
 async def _tell_in_modal(client: AsyncWebClient, view_id: str, error: errors.DomainError) -> None:
