@@ -45,7 +45,9 @@ def create_app(
         app.state.engine = engine
         app.state.secret_key = resolve_secret_key(settings)
         app.state.secret_box = SecretBox(app.state.secret_key)
-        app.state.license_signer = license_signer(settings)
+        app.state.license_signer = license_signer(
+            settings, engine=engine, secret_box=app.state.secret_box
+        )
         app.state.oidc = oidc_client(settings) if settings.auth == "oidc" else None
         app.state.chat = (
             None if chat_factory is None else chat_factory(engine, app.state.secret_box)

@@ -55,7 +55,8 @@ from bench.harness import (
 )
 from models.core.clock import utc_now
 from models.core.db import create_db_engine, db_scope
-from models.core.settings import Settings
+from models.core.sealing import SecretBox
+from models.core.settings import Settings, resolve_secret_key
 from models.sidecars.license import license_signer
 from models.sidecars.schema import (
     Listener,
@@ -156,8 +157,14 @@ def check_one_handshake(
 ) -> None:
     """Handshake once as a real sidecar does, pinning the server's key: wrk sees only statuses."""
     key_file = work / "license-public-key.pem"
-    # The server generated its signing key in the data directory when it started.
-    key_file.write_text(license_signer(settings).public_key_pem())
+    # The deployment's signing key, as every replica of this database and secret key has it.
+    engine = create_db_engine(settings.resolved_database_url())
+    try:
+        box = SecretBox(resolve_secret_key(settings))
+        signer = license_signer(settings, engine=engine, secret_box=box)
+        key_file.write_text(signer.public_key_pem())
+    finally:
+        engine.dispose()
     try:
         body, _ = perform_handshake(
             base_url=base_url, token=sidecar.token, version=CHECK_VERSION, public_key_file=key_file

@@ -6,6 +6,7 @@ from models.chat.links import ChatLinkCode
 from models.chat.messages import ChatMessage
 from models.chat.pending_lists import ChatPendingList
 from models.connections.schema import Connection
+from models.core.deployment_secrets import DeploymentSecret
 from models.delivery.outbox import OutboxEvent
 from models.plugins.schema import Plugin, PluginConnection
 from models.reviews.schema import Review, ReviewDecisionRecord, ReviewGroup
@@ -23,6 +24,7 @@ __all__ = [
     "ChatMessage",
     "ChatPendingList",
     "Connection",
+    "DeploymentSecret",
     "GatewaySession",
     "Organization",
     "OutboxEvent",

@@ -3,6 +3,8 @@
 import argparse
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 
@@ -12,8 +14,8 @@ from models.core import errors
 from models.core.clock import utc_now
 from models.core.db import create_db_engine, db_scope, upgrade_database
 from models.core.sealing import SecretBox
-from models.core.settings import get_settings, resolve_secret_key
-from models.sidecars.license import license_signer
+from models.core.settings import Settings, get_settings, resolve_secret_key
+from models.sidecars.license import LicenseSigner, license_signer, rotate_signing_key
 from models.sign_in.tokens import issue_local_token
 from models.users.service import default_organization, upsert_user
 
@@ -73,36 +75,62 @@ def token(args: argparse.Namespace) -> int:
     return 0
 
 
-def license_show(_args: argparse.Namespace) -> int:
-    """Print the organization's signed license and the public key that verifies it."""
-    settings = get_settings()
+@contextmanager
+def deployment_signer(settings: Settings) -> Iterator[tuple[Engine, LicenseSigner]]:
+    """The database and the signer every replica of this deployment uses."""
     engine = create_db_engine(settings.resolved_database_url())
-    upgrade_database(engine)
-    signer = license_signer(settings)
     try:
-        with db_scope(engine) as db:
-            organization = default_organization(db)
-        document = signer.license_for(
-            organization_id=organization.id, organization_name=organization.name, now=utc_now()
-        )
-        public_key = signer.public_key_pem()
-    except errors.DomainError as exc:
-        print(f"accessgate license: {exc.message} ({signer.key_path})", file=sys.stderr)
-        return 1
+        upgrade_database(engine)
+        box = SecretBox(resolve_secret_key(settings))
+        yield engine, license_signer(settings, engine=engine, secret_box=box)
     finally:
         engine.dispose()
+
+
+def license_show(_args: argparse.Namespace) -> int:
+    """Print the organization's signed license and the public key that verifies it."""
+    with deployment_signer(get_settings()) as (engine, signer):
+        try:
+            with db_scope(engine) as db:
+                organization = default_organization(db)
+            document = signer.license_for(
+                organization_id=organization.id, organization_name=organization.name, now=utc_now()
+            )
+            public_key = signer.public_key_pem()
+        except errors.DomainError as exc:
+            print(f"accessgate license: {exc.message} ({signer.key_source})", file=sys.stderr)
+            return 1
     print(json.dumps({"license": document, "public_key": public_key}, indent=2))
     return 0
 
 
 def license_public_key(_args: argparse.Namespace) -> int:
     """Print the PEM public key sidecars pin with --public-key."""
-    signer = license_signer(get_settings())
-    try:
-        print(signer.public_key_pem(), end="")
-    except errors.DomainError as exc:
-        print(f"accessgate license: {exc.message} ({signer.key_path})", file=sys.stderr)
+    with deployment_signer(get_settings()) as (_engine, signer):
+        try:
+            print(signer.public_key_pem(), end="")
+        except errors.DomainError as exc:
+            print(f"accessgate license: {exc.message} ({signer.key_source})", file=sys.stderr)
+            return 1
+    return 0
+
+
+def license_rotate_key(_args: argparse.Namespace) -> int:
+    """Give the deployment a new signing key and print its public key for sidecars to pin."""
+    settings = get_settings()
+    if settings.license_signing_key_file is not None:
+        print(
+            "accessgate license: ACCESSGATE_LICENSE_SIGNING_KEY_FILE names the key; replace "
+            "that file on every replica instead",
+            file=sys.stderr,
+        )
         return 1
+    with deployment_signer(settings) as (engine, signer):
+        with db_scope(engine) as db:
+            rotate_signing_key(
+                db=db, secret_box=SecretBox(resolve_secret_key(settings)), now=utc_now()
+            )
+        print(signer.public_key_pem(), end="")
     return 0
 
 
@@ -160,6 +188,10 @@ def build_parser() -> argparse.ArgumentParser:
     show_parser.set_defaults(handler=license_show)
     key_parser = license_commands.add_parser("public-key", help="print the PEM public key")
     key_parser.set_defaults(handler=license_public_key)
+    rotate_parser = license_commands.add_parser(
+        "rotate-key", help="give the deployment a new signing key, print its public key"
+    )
+    rotate_parser.set_defaults(handler=license_rotate_key)
 
     sidecar_parser = commands.add_parser("sidecar", help="act as a sidecar")
     sidecar_commands = sidecar_parser.add_subparsers(dest="sidecar_command", required=True)

@@ -48,8 +48,8 @@ class Settings(BaseSettings):
     token_ttl_seconds: int = Field(default=12 * 3600, gt=0)
     license_signing_key_file: Path | None = Field(
         default=None,
-        description="PEM Ed25519 key signing the license; unset means one generated once into "
-        "the data directory.",
+        description="PEM Ed25519 key signing the license; unset means the deployment's own, "
+        "generated once and kept sealed in the database.",
     )
     license_plan: str = Field(default="community", min_length=1, max_length=64)
     license_validity_days: int = Field(default=30, gt=0, le=3660)
@@ -71,7 +71,7 @@ class Settings(BaseSettings):
     )
 
     def license_key_path(self) -> Path:
-        """Where the license signing key is (configured, or generated in the data directory)."""
+        """The configured key file, or where versions before 0.2 generated one (imported once)."""
         return self.license_signing_key_file or self.data_dir / LICENSE_SIGNING_KEY_FILE
 
     def resolved_database_url(self) -> str:

@@ -12,9 +12,12 @@ Document shape::
 the parsed payload. The embedded public key only lets a client check integrity; a sidecar
 proves who signed by pinning the key (``accessgate license public-key``).
 
-The signing key is a PEM file: the configured one, or one generated once into the data
-directory. It is read when a license is needed, so a broken key fails the handshake with a
-clear 500 rather than the whole service at start-up.
+The signing key is the deployment's: generated once by whichever replica needs it first and
+kept sealed in the database (``models.core.deployment_secrets``), so every replica signs with the
+same key and sidecars verify licenses from any of them with one pinned public key. A key file
+(``ACCESSGATE_LICENSE_SIGNING_KEY_FILE``) overrides it. The key is read when a license is
+needed, so a broken key fails the handshake with a clear 500 rather than the whole service at
+start-up.
 """
 
 import base64
@@ -22,10 +25,9 @@ import binascii
 import hashlib
 import json
 import logging
-import os
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -33,13 +35,20 @@ from typing import Any
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from sqlalchemy import Engine
+from sqlmodel import Session
 
 from models.core import errors
+from models.core.clock import utc_now
+from models.core.db import db_scope
+from models.core.deployment_secrets import deployment_secret, replace_deployment_secret
+from models.core.sealing import SecretBox, UnsealError
 from models.core.settings import Settings
 
 logger = logging.getLogger("accessgate.license")
 
 ALGORITHM = "Ed25519"
+SIGNING_KEY_SECRET = "license_signing_key"  # noqa: S105 - the name it is stored under
 # A served license is re-signed this often, so its issued_at stays recent.
 RESIGN_AFTER = timedelta(hours=1)
 
@@ -71,27 +80,49 @@ def key_id(public_key: Ed25519PublicKey) -> str:
     return hashlib.sha256(raw_public_key(public_key)).hexdigest()[:16]
 
 
-def generate_signing_key(path: Path) -> None:
-    """Write a new signing key to ``path`` unless one is there (O_EXCL, mode 0600)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return
-    pem = Ed25519PrivateKey.generate().private_bytes(
+def new_signing_key() -> bytes:
+    """A fresh Ed25519 private key, as PEM."""
+    return Ed25519PrivateKey.generate().private_bytes(
         serialization.Encoding.PEM,
         serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption(),
     )
-    with os.fdopen(fd, "wb") as key_file:
-        key_file.write(pem)
+
+
+def deployment_signing_key(
+    *, db: Session, secret_box: SecretBox, legacy_key_path: Path, now: datetime
+) -> bytes:
+    """The deployment's signing key (PEM), created by the first replica that needs it.
+
+    A key an earlier version generated into the data directory becomes the deployment's key,
+    so sidecars that pinned it keep verifying.
+    """
+
+    def create() -> bytes:
+        if legacy_key_path.is_file():
+            return legacy_key_path.read_bytes()
+        return new_signing_key()
+
+    return deployment_secret(
+        db=db, secret_box=secret_box, name=SIGNING_KEY_SECRET, create=create, now=now
+    )
+
+
+def rotate_signing_key(*, db: Session, secret_box: SecretBox, now: datetime) -> None:
+    """Give the deployment a new signing key; replicas sign with it from their next re-signing."""
+    replace_deployment_secret(
+        db=db, secret_box=secret_box, name=SIGNING_KEY_SECRET, value=new_signing_key(), now=now
+    )
 
 
 class LicenseSigner:
-    """Signs the organization's license with the key at ``key_path``, re-signing hourly."""
+    """Signs the organization's license with the key ``load_key`` gives, re-signing hourly."""
 
-    def __init__(self, *, key_path: Path, plan: str, validity: timedelta) -> None:
-        self.key_path = key_path
+    def __init__(
+        self, *, load_key: Callable[[], bytes], key_source: str, plan: str, validity: timedelta
+    ) -> None:
+        self.key_source = key_source  # where the key comes from, for messages
+        self._load_key = load_key
         self.plan = plan
         self.validity = validity
         self._key: Ed25519PrivateKey | None = None
@@ -102,11 +133,11 @@ class LicenseSigner:
         """The signing key, read once; LicenseUnavailable if it cannot be read."""
         if self._key is None:
             try:
-                key = serialization.load_pem_private_key(self.key_path.read_bytes(), None)
+                key = serialization.load_pem_private_key(self._load_key(), None)
                 if not isinstance(key, Ed25519PrivateKey):
                     raise TypeError("not an Ed25519 key")
-            except (OSError, ValueError, TypeError) as exc:
-                logger.error("cannot read the license signing key %s: %s", self.key_path, exc)
+            except (OSError, ValueError, TypeError, UnsealError) as exc:
+                logger.error("cannot read the license signing key (%s): %s", self.key_source, exc)
                 raise errors.LicenseUnavailable(
                     "the organization's license cannot be read; the service logged the details"
                 ) from exc
@@ -142,6 +173,7 @@ class LicenseSigner:
         with self._lock:
             document = self.current_license(organization_id, now)
             if document is None:
+                self._key = None  # read the key again: a rotated key reaches every replica
                 document = self._sign(organization_id, organization_name, now)
                 self._signed[organization_id] = {"issued_at": now, "document": document}
             return document
@@ -167,14 +199,32 @@ class LicenseSigner:
         }
 
 
-def license_signer(settings: Settings) -> LicenseSigner:
-    """The signer the settings describe, generating the default key on first use."""
-    if settings.license_signing_key_file is None:
-        generate_signing_key(settings.license_key_path())
+def license_signer(settings: Settings, *, engine: Engine, secret_box: SecretBox) -> LicenseSigner:
+    """The signer the settings describe: the configured key file, or the deployment's key."""
+    validity = timedelta(days=settings.license_validity_days)
+    key_file = settings.license_signing_key_file
+    if key_file is not None:
+        return LicenseSigner(
+            load_key=key_file.read_bytes,
+            key_source=str(key_file),
+            plan=settings.license_plan,
+            validity=validity,
+        )
+
+    def from_database() -> bytes:
+        with db_scope(engine) as db:
+            return deployment_signing_key(
+                db=db,
+                secret_box=secret_box,
+                legacy_key_path=settings.license_key_path(),
+                now=utc_now(),
+            )
+
     return LicenseSigner(
-        key_path=settings.license_key_path(),
+        load_key=from_database,
+        key_source="the database",
         plan=settings.license_plan,
-        validity=timedelta(days=settings.license_validity_days),
+        validity=validity,
     )
 
 

@@ -1,24 +1,38 @@
 """The signed license: what verifies, what does not, and where its key comes from."""
 
 import copy
-import stat
+import threading
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from models.core import errors
+from models.core.db import db_scope
+from models.core.deployment_secrets import DeploymentSecret
+from models.core.sealing import SecretBox
 from models.core.settings import Settings
-from models.sidecars.license import InvalidLicense, LicenseSigner, license_signer, verify_license
+from models.sidecars.license import (
+    InvalidLicense,
+    LicenseSigner,
+    license_signer,
+    new_signing_key,
+    verify_license,
+)
+from tests.factories import TEST_SECRET_KEY
 
 ORGANIZATION_ID = uuid.UUID("7d3c0e1a-5b7e-4a53-9a8e-2f4b6b0c1d2e")
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 
 
+BOX = SecretBox(TEST_SECRET_KEY.encode())
+
+
 @pytest.fixture
-def signer(tmp_path) -> LicenseSigner:
-    return license_signer(Settings(data_dir=tmp_path, license_validity_days=30))
+def signer(tmp_path, engine) -> LicenseSigner:
+    settings = Settings(data_dir=tmp_path, license_validity_days=30)
+    return license_signer(settings, engine=engine, secret_box=BOX)
 
 
 def signed(signer: LicenseSigner, now: datetime = NOW) -> dict:
@@ -63,9 +77,11 @@ def test_a_tampered_license_is_refused(signer, tamper, reason):
 
 def test_a_license_signed_by_another_key_is_refused_when_the_signer_is_pinned(signer, tmp_path):
     impostor = LicenseSigner(
-        key_path=tmp_path / "impostor.pem", plan="enterprise", validity=timedelta(days=9999)
+        load_key=new_signing_key,
+        key_source="an impostor",
+        plan="enterprise",
+        validity=timedelta(days=9999),
     )
-    impostor._key = Ed25519PrivateKey.generate()
     forged = signed(impostor)
 
     # Consistent in itself: it verifies against the key it carries...
@@ -90,21 +106,55 @@ def test_the_license_is_re_signed_hourly(signer):
     assert later["payload"]["issued_at"] == "2026-11-22T13:00:00+00:00"
 
 
-def test_the_generated_key_is_private_and_kept(tmp_path):
-    settings = Settings(data_dir=tmp_path)
-    first = license_signer(settings).public_key_pem()
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
+def test_replicas_sharing_the_database_and_secret_key_sign_with_one_key(tmp_path, engine):
+    # Replicas share the database and the secret key, not a disk: each its own data directory.
+    replicas = [Settings(data_dir=tmp_path / f"replica-{n}") for n in range(8)]
+    barrier = threading.Barrier(len(replicas))
 
-    key_file = tmp_path / "license_signing_key.pem"
-    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
-    assert license_signer(settings).public_key_pem() == first
+    def public_key(settings: Settings) -> str:
+        signer = license_signer(settings, engine=engine, secret_box=BOX)
+        barrier.wait()  # every replica asks for the key at the same moment
+        return signer.public_key_pem()
+
+    with ThreadPoolExecutor(len(replicas)) as pool:
+        keys = set(pool.map(public_key, replicas))
+
+    assert len(keys) == 1
+    assert not any((s.data_dir / "license_signing_key.pem").exists() for s in replicas)
+    with db_scope(engine) as db:
+        stored = db.get_one(DeploymentSecret, "license_signing_key")
+    assert "PRIVATE KEY" not in stored.sealed_value, "the key is sealed at rest"
+
+
+def test_the_key_needs_the_secret_key_it_was_sealed_with(tmp_path, engine):
+    license_signer(Settings(data_dir=tmp_path), engine=engine, secret_box=BOX).public_key_pem()
+    other_box = SecretBox(b"another-secret-key-of-another-deployment")
+    stranger = license_signer(Settings(data_dir=tmp_path), engine=engine, secret_box=other_box)
+
+    with pytest.raises(errors.LicenseUnavailable, match="cannot be read"):
+        signed(stranger)
+
+
+def test_a_key_an_earlier_version_generated_becomes_the_deployments(tmp_path, engine):
+    legacy = tmp_path / "license_signing_key.pem"
+    legacy.write_bytes(new_signing_key())
+    pinned = LicenseSigner(
+        load_key=legacy.read_bytes, key_source="the old file", plan="p", validity=timedelta(1)
+    ).public_key_pem()
+
+    signer = license_signer(Settings(data_dir=tmp_path), engine=engine, secret_box=BOX)
+
+    assert signer.public_key_pem() == pinned, "sidecars that pinned the old key keep verifying"
 
 
 @pytest.mark.parametrize("content", [None, b"garbage", b"-----BEGIN PRIVATE KEY-----\n-----END"])
-def test_an_unreadable_key_makes_the_license_unavailable(tmp_path, content):
+def test_an_unreadable_key_makes_the_license_unavailable(tmp_path, engine, content):
     key_file = tmp_path / "configured.pem"
     if content is not None:
         key_file.write_bytes(content)
-    signer = license_signer(Settings(data_dir=tmp_path, license_signing_key_file=key_file))
+    settings = Settings(data_dir=tmp_path, license_signing_key_file=key_file)
+    signer = license_signer(settings, engine=engine, secret_box=BOX)
 
     with pytest.raises(errors.LicenseUnavailable, match="cannot be read"):
         signed(signer)
