@@ -7,6 +7,7 @@ once the new one is up, so a configuration Slack will not take never leaves the 
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import aiohttp
@@ -85,6 +86,7 @@ class SlackConnection:
         delivery_database: Database,
         api_base_url: str,
         pacer: ChannelPacer,
+        lease_period: timedelta,
         match_email: bool,
         on_token_refused: Callable[[str], None],
     ) -> None:
@@ -94,6 +96,7 @@ class SlackConnection:
         self._delivery_database = delivery_database
         self._api_base_url = api_base_url
         self._pacer = pacer
+        self._lease_period = lease_period
         self._match_email = match_email
         self._on_token_refused = on_token_refused
         self._http: aiohttp.ClientSession | None = None
@@ -141,6 +144,7 @@ class SlackConnection:
                 views=self._views,
                 api_base_url=self._api_base_url,
                 default_channel=self.config.default_channel,
+                lease_period=self._lease_period,
                 on_token_refused=self._on_token_refused,
             )
             self._notifier.start()

@@ -23,9 +23,10 @@ channel that does not exist, blocks it refuses) is written down on the event and
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -46,11 +47,14 @@ from models.chat.messages import (
     DIRECT_MESSAGE_KINDS,
     ChatMessage,
     ChatMessageKind,
+    Claim,
     card_channels,
     card_key,
+    claim_delivery,
     delivered_keys,
     direct_message_key,
     posted_messages,
+    release_claim,
     remember_message,
 )
 from models.core.clock import utc_now
@@ -74,6 +78,7 @@ DM_SLOTS = 50
 MAX_PACING_WAIT_SECONDS = 1.5
 POLL_SECONDS = 1.0  # other processes' events; this process's own wake the notifier at once
 FIRST_RETRY_SECONDS = 2.0
+CLAIMED_ELSEWHERE_RETRY_SECONDS = 5.0  # another deliverer is posting that very message
 MAX_RETRY_SECONDS = 300.0
 # Events the bot reaches this late (say the chat plugin was configured long after) describe
 # reviews nobody is waiting on in the channel any more; posting them would flood it.
@@ -147,8 +152,10 @@ class Notifier:
         views: ViewRefresher,
         api_base_url: str,
         default_channel: str | None,
+        lease_period: timedelta,
         on_token_refused: Callable[[str], None],
     ) -> None:
+        self._lease_period = lease_period
         self._database = database
         self._views = views
         self._client = client
@@ -191,6 +198,8 @@ class Notifier:
                 free = lane.slots - len(lane.in_flight)
                 events = await self._lease(lane, free) if free > 0 else []
                 for event in events:
+                    if event.id in lane.in_flight:
+                        continue  # its lease ran out while it waited for its turn: still ours
                     lane.in_flight.add(event.id)
                     task = asyncio.create_task(self._deliver(lane, event))
                     self._tasks.add(task)
@@ -204,7 +213,7 @@ class Notifier:
         try:
             return await self._database.run(
                 lambda db: lease_deliverable_events(
-                    db=db, now=utc_now(), limit=limit, kinds=lane.kinds
+                    db=db, now=utc_now(), limit=limit, kinds=lane.kinds, lease=self._lease_period
                 )
             )
         except Exception:
@@ -319,14 +328,20 @@ class Notifier:
                 continue
             try:
                 async with self._pacer.turn(channel):
-                    answer = await self._client.chat_postMessage(
-                        channel=channel, text=text, blocks=blocks, unfurl_links=False
+                    post = functools.partial(
+                        self._client.chat_postMessage,
+                        channel=channel,
+                        text=text,
+                        blocks=blocks,
+                        unfurl_links=False,
                     )
+                    answer = await self._post_once(key, post)
             except SlackApiError as exc:
                 self._hold_on_rate_limit(channel, exc)
                 notes.append(self._permanent_or_raise(exc, f"card in {channel}"))
                 continue
-            await self._remember(key, facts.review_id, ChatMessageKind.CARD, answer)
+            if answer is not None:
+                await self._remember(key, facts.review_id, ChatMessageKind.CARD, answer)
         return "; ".join(notes) or None
 
     async def _rewrite_cards(self, state: DeliveryState) -> str | None:
@@ -359,14 +374,38 @@ class Notifier:
         try:
             channel = await self._dm_channel(chat_id)
             async with self._pacer.turn(pace):
-                answer = await self._client.chat_postMessage(
-                    channel=channel, text=text, blocks=blocks, unfurl_links=False
+                answer = await self._post_once(
+                    key,
+                    lambda: self._client.chat_postMessage(
+                        channel=channel, text=text, blocks=blocks, unfurl_links=False
+                    ),
                 )
         except SlackApiError as exc:
             self._hold_on_rate_limit(pace, exc)
             return self._permanent_or_raise(exc, "direct message")
-        await self._remember(key, facts.review_id, ChatMessageKind.DIRECT, answer)
+        if answer is not None:
+            await self._remember(key, facts.review_id, ChatMessageKind.DIRECT, answer)
         return None
+
+    async def _post_once(
+        self, key: str, post: Callable[[], Awaitable[AsyncSlackResponse]]
+    ) -> AsyncSlackResponse | None:
+        """Post the message of ``key`` if no deliverer in the cluster did or is doing it.
+
+        None when it is posted already; NotYourTurn while another deliverer is posting it.
+        """
+        claim = await self._database.run(
+            lambda db: claim_delivery(db=db, delivery_key=key, now=utc_now())
+        )
+        if claim is Claim.POSTED:
+            return None
+        if claim is Claim.BUSY:
+            raise NotYourTurn(CLAIMED_ELSEWHERE_RETRY_SECONDS)
+        try:
+            return await post()
+        except Exception:
+            await self._database.run(lambda db: release_claim(db=db, delivery_key=key))
+            raise
 
     async def _dm_channel(self, chat_id: str) -> str:
         if chat_id not in self._dm_channels:

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Mapping
+from datetime import timedelta
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
@@ -162,6 +163,7 @@ class ChatBot:
             delivery_database=self._delivery_database,
             api_base_url=self._api_base_url,
             pacer=self._pacer,
+            lease_period=timedelta(seconds=self._settings.outbox_lease_seconds),
             match_email=self._settings.slack_match_email,
             on_token_refused=self._token_refused,
         )

@@ -3,7 +3,7 @@
 from sqlmodel import SQLModel
 
 from models.chat.links import ChatLinkCode
-from models.chat.messages import ChatMessage
+from models.chat.messages import ChatDeliveryClaim, ChatMessage
 from models.chat.pending_lists import ChatPendingList
 from models.connections.schema import Connection
 from models.core.deployment_secrets import DeploymentSecret
@@ -20,6 +20,7 @@ metadata = SQLModel.metadata
 
 __all__ = [
     "AccessRequestRule",
+    "ChatDeliveryClaim",
     "ChatLinkCode",
     "ChatMessage",
     "ChatPendingList",

@@ -1,18 +1,26 @@
 """The chat messages the bot posted, where cards go, and the two delivery lanes of chat.
 
-Every message posted is remembered by a delivery key before its event is marked delivered, so a
-retried event skips what an earlier attempt already posted: no card is posted twice and none is
-lost. Cards (``review.created`` / ``review.updated``) and direct messages
-(``chat.direct_message``) are leased in lanes of their own, so a requester's DMs waiting for
-Slack's pace never hold back a card.
+Every message has a delivery key (one card per review and channel, one DM per event). Before
+posting, a deliverer claims the key (``claim_delivery``): one claim per key in the whole
+cluster, so however often an event is leased again (its lease ran out while it waited for
+Slack's pace, or another replica took it), the message is posted once. The posted message is
+remembered under its key, and the claim dropped, in one transaction before the event is marked
+delivered, so a retried event skips what an earlier attempt posted and none is lost. A claim
+whose holder died mid-post is taken over after ``CLAIM_ABANDONED_AFTER``.
+
+Cards (``review.created`` / ``review.updated``) and direct messages (``chat.direct_message``)
+are leased in lanes of their own, so a requester's DMs waiting for Slack's pace never hold back
+a card.
 """
 
+import logging
 import uuid
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 
-from sqlalchemy import String
+from sqlalchemy import String, delete, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Field, Session, SQLModel, col, select
 
 from models.core.db import UTCDateTime, enum_column, flush_or_conflict, new_id, write_transaction
@@ -22,6 +30,8 @@ from models.plugins.schema import PluginName
 from models.plugins.service import plugin_connection_config
 from models.reviews.schema import Review
 from models.sessions.schema import GatewaySession
+
+logger = logging.getLogger("accessgate.chat")
 
 
 class ChatMessageKind(StrEnum):
@@ -75,6 +85,61 @@ def delivered_keys(*, db: Session, keys: Sequence[str]) -> set[str]:
     return set(found)
 
 
+class ChatDeliveryClaim(SQLModel, table=True):
+    """A message some deliverer is posting right now."""
+
+    __tablename__ = "chat_delivery_claim"
+
+    delivery_key: str = Field(sa_type=String(200), primary_key=True)
+    claimed_at: datetime = Field(sa_type=UTCDateTime)
+
+
+class Claim(StrEnum):
+    CLAIMED = "claimed"  # post it now
+    POSTED = "posted"  # it is posted already: nothing to do
+    BUSY = "busy"  # another deliverer is posting it: come back later
+
+
+# Longer than any one post takes, the client's own retries included.
+CLAIM_ABANDONED_AFTER = timedelta(minutes=5)
+
+
+def claim_delivery(*, db: Session, delivery_key: str, now: datetime) -> Claim:
+    """Claim the right to post the message of ``delivery_key``; at most one holder at a time."""
+    with write_transaction(db):
+        posted = db.exec(select(ChatMessage.id).where(ChatMessage.delivery_key == delivery_key))
+        if posted.first() is not None:
+            return Claim.POSTED
+        dialect = postgresql if db.get_bind().dialect.name == "postgresql" else sqlite
+        # RETURNING says whether a row was written (psycopg reports no rowcount here).
+        inserted = db.connection().execute(
+            dialect.insert(ChatDeliveryClaim)
+            .values(delivery_key=delivery_key, claimed_at=now)
+            .on_conflict_do_nothing(index_elements=["delivery_key"])
+            .returning(col(ChatDeliveryClaim.delivery_key))
+        )
+        if inserted.first() is not None:
+            return Claim.CLAIMED
+        taken_over = db.connection().execute(
+            update(ChatDeliveryClaim)
+            .where(
+                col(ChatDeliveryClaim.delivery_key) == delivery_key,
+                col(ChatDeliveryClaim.claimed_at) < now - CLAIM_ABANDONED_AFTER,
+            )
+            .values(claimed_at=now)
+            .returning(col(ChatDeliveryClaim.delivery_key))
+        )
+        return Claim.CLAIMED if taken_over.first() is not None else Claim.BUSY
+
+
+def release_claim(*, db: Session, delivery_key: str) -> None:
+    """The post failed: let the next attempt claim the message again."""
+    with write_transaction(db):
+        db.connection().execute(
+            delete(ChatDeliveryClaim).where(col(ChatDeliveryClaim.delivery_key) == delivery_key)
+        )
+
+
 def remember_message(
     *,
     db: Session,
@@ -85,9 +150,12 @@ def remember_message(
     ts: str,
     now: datetime,
 ) -> None:
-    """Store where a posted message is, before anything else can forget it was posted."""
+    """Store where a posted message is, and drop its claim, before anything can forget it."""
     try:
         with write_transaction(db):
+            db.connection().execute(
+                delete(ChatDeliveryClaim).where(col(ChatDeliveryClaim.delivery_key) == delivery_key)
+            )
             db.add(
                 ChatMessage(
                     delivery_key=delivery_key,
@@ -100,8 +168,8 @@ def remember_message(
             )
             flush_or_conflict(db, "already posted")
     except Conflict:
-        # Another deliverer posted it too after its lease ran out; the first one stays the card.
-        return
+        # Only a claim taken over from a deliverer that was alive after all can get here.
+        logger.warning("a second message was posted for %s; the first one stays", delivery_key)
 
 
 def card_channels(*, db: Session, review_id: uuid.UUID, default_channel: str | None) -> list[str]:

@@ -69,6 +69,12 @@ class Settings(BaseSettings):
         gt=0,
         description="How fast new cards are posted to one channel (Slack allows about 1/s).",
     )
+    outbox_lease_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        le=3600,
+        description="How long a deliverer holds an outbox event before another may take it.",
+    )
 
     def license_key_path(self) -> Path:
         """The configured key file, or where versions before 0.2 generated one (imported once)."""

@@ -22,7 +22,6 @@ from sqlmodel import Session, col, select
 from models.core.db import write_transaction
 from models.delivery.outbox import EventKind, OutboxEvent, record_event
 
-LEASE = timedelta(seconds=60)
 MAX_ERROR_LENGTH = 1000
 
 
@@ -50,7 +49,7 @@ LEASED_COLUMNS = [
 
 
 def lease_deliverable_events(
-    *, db: Session, now: datetime, limit: int, kinds: Sequence[EventKind]
+    *, db: Session, now: datetime, limit: int, kinds: Sequence[EventKind], lease: timedelta
 ) -> list[LeasedEvent]:
     """Lease up to ``limit`` due events of one lane (``kinds``), the oldest of each review."""
     older = aliased(OutboxEvent)
@@ -94,7 +93,7 @@ def lease_deliverable_events(
                     col(OutboxEvent.delivered_at).is_(None),
                     lease_is_free,
                 )
-                .values(leased_until=now + LEASE)
+                .values(leased_until=now + lease)
                 .returning(*LEASED_COLUMNS)
             )
             .all()

@@ -23,7 +23,7 @@ from models.core import errors
 from models.core.clock import utc_now
 from models.core.db import db_scope
 from models.core.sealing import SecretBox
-from models.delivery.leases import LEASE, lease_deliverable_events, mark_delivered, postpone
+from models.delivery.leases import lease_deliverable_events, mark_delivered, postpone
 from models.delivery.outbox import OutboxEvent, on_committed_events
 from models.plugins.schema import PluginConnectionIn, PluginCreate, PluginName
 from models.plugins.service import create_plugin
@@ -35,6 +35,8 @@ from models.rules.service import create_rule
 from models.sessions.schema import SessionCreate
 from models.sessions.service import open_session
 from models.users.service import upsert_user
+
+LEASE = timedelta(seconds=60)
 
 pytestmark = pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
 
@@ -62,7 +64,9 @@ def open_reviews(engine, count: int) -> list:
 
 def lease(engine, *, now=None, limit=100, kinds=CARD_KINDS):
     with db_scope(engine) as db:
-        return lease_deliverable_events(db=db, now=now or utc_now(), limit=limit, kinds=kinds)
+        return lease_deliverable_events(
+            db=db, now=now or utc_now(), limit=limit, kinds=kinds, lease=LEASE
+        )
 
 
 def approve(engine, review_id, reviewer) -> None:

@@ -156,10 +156,15 @@ def wait_for_text(slack: SlackServer, channel: str, ts: str, fragment: str) -> N
     )
 
 
-def decisions_in_database(environment, review_id: str) -> list[tuple[str, str]]:
-    url = environment.get("ACCESSGATE_DATABASE_URL") or (
+def database_url_of(environment: dict[str, str]) -> str:
+    """The database the server of ``environment`` uses."""
+    return environment.get("ACCESSGATE_DATABASE_URL") or (
         f"sqlite:///{environment['ACCESSGATE_DATA_DIR']}/accessgate.db"
     )
+
+
+def decisions_in_database(environment, review_id: str) -> list[tuple[str, str]]:
+    url = database_url_of(environment)
     engine = create_db_engine(url)
     try:
         with engine.connect() as connection:
