@@ -25,6 +25,7 @@ import contextlib
 import dataclasses
 import functools
 import logging
+import random
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -100,8 +101,28 @@ PERMANENT_ERRORS = frozenset(
         "user_not_found",
         "cannot_dm_bot",
         "restricted_action",
+        "missing_scope",
+        "msg_blocks_too_long",
+        "user_disabled",
+        "user_not_visible",
+        "invalid_arguments",
     }
 )
+# Every restricted_action_* variant (read-only channel, thread-only channel, ...) is one too.
+PERMANENT_ERROR_PREFIXES = ("restricted_action",)
+
+
+def is_permanent(exc: SlackApiError) -> bool:
+    """Slack will never take this message as it is: retrying would only hold the queue up."""
+    error = str(exc.response.get("error") or "") if exc.response is not None else ""
+    return error in PERMANENT_ERRORS or error.startswith(PERMANENT_ERROR_PREFIXES)
+
+
+def retry_delay(attempts: int) -> float:
+    """Seconds before the next attempt: exponential, capped, with jitter so many events
+    postponed together do not all come back at once."""
+    ceiling = min(FIRST_RETRY_SECONDS * 2**attempts, MAX_RETRY_SECONDS)
+    return random.uniform(ceiling / 2, ceiling)  # noqa: S311 - spreading retries, not a secret
 
 
 @dataclass(frozen=True)
@@ -244,7 +265,7 @@ class Notifier:
             self._wake.set()  # the review's next event may be due now
 
     async def _postpone(self, event: LeasedEvent, exc: Exception) -> None:
-        delay = min(FIRST_RETRY_SECONDS * 2**event.attempts, MAX_RETRY_SECONDS)
+        delay = retry_delay(event.attempts)
         if isinstance(exc, SlackApiError):
             delay = max(delay, _retry_after(exc) or 0.0)
             if is_token_refusal(exc):
@@ -436,11 +457,11 @@ class Notifier:
 
     @staticmethod
     def _permanent_or_raise(exc: SlackApiError, what: str) -> str:
-        error = exc.response.get("error") if exc.response else None
-        if error in PERMANENT_ERRORS:
-            logger.warning("Slack will not take the %s: %s", what, error)
-            return f"{what}: {error}"
-        raise exc
+        if not is_permanent(exc):
+            raise exc
+        error = exc.response.get("error")
+        logger.warning("Slack will not take the %s: %s", what, error)
+        return f"{what}: {error}"
 
 
 def _retry_after(exc: SlackApiError) -> float | None:
