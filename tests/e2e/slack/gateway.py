@@ -3,8 +3,11 @@ linked reviewers, and ways to read the cards the bot posts."""
 
 import base64
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 
 import httpx
 from sqlalchemy import text
@@ -14,6 +17,8 @@ from models.core.db import create_db_engine, db_scope
 from models.core.settings import Settings, resolve_secret_key
 from models.sign_in.tokens import issue_local_token
 from models.users.service import upsert_user
+from testing.postgres import free_port
+from testing.processes import running_server
 from testing.slack import SlackServer, buttons, text_of
 
 BOT_TOKEN = "xoxb-1-accessgate-bot"
@@ -49,6 +54,16 @@ class Gateway:
             "/sessions", json={"connection": "pg-prod", "script": script}, headers=self.requester
         )
         assert response.status_code == 201, response.text
+        return response.json()
+
+    def approve(self, session: dict, headers: dict[str, str] | None = None) -> dict:
+        """Approve the session's review through the API, as the reviewer unless told otherwise."""
+        response = self.api.put(
+            f"/reviews/{session['review']['id']}",
+            json={"status": "APPROVED"},
+            headers=headers or self.reviewer,
+        )
+        assert response.status_code == 200, response.text
         return response.json()
 
     def review(self, session: dict) -> dict:
@@ -130,6 +145,17 @@ def set_up_gateway(environment, server: str, *, config: dict | None = None) -> G
     created = api.post("/plugins", json=chat, headers=admin)
     assert created.status_code == 201, created.text
     return gateway
+
+
+@contextmanager
+def serving_gateway(environment: dict[str, str], log: Path) -> Iterator[Gateway]:
+    """A server of its own for a story that changes the environment, its bot connected."""
+    with (
+        running_server(environment, free_port(), log) as server,
+        set_up_gateway(environment, server) as gateway,
+    ):
+        gateway.wait_for_state("connected")
+        yield gateway
 
 
 def card_of(slack: SlackServer, session: dict, channel: str = CHANNEL, timeout: float = 10):

@@ -8,8 +8,6 @@ token missing a scope refused when it is configured.
 
 import pytest
 
-from testing.postgres import free_port
-from testing.processes import running_server
 from testing.slack import SlackServer, text_of
 from tests.e2e.slack.gateway import (
     APP_TOKEN,
@@ -21,7 +19,7 @@ from tests.e2e.slack.gateway import (
     bearer,
     card_of,
     chat_config,
-    set_up_gateway,
+    serving_gateway,
     wait_for_modal_text,
     wait_for_text,
 )
@@ -74,11 +72,7 @@ def test_modals_open_before_checking_the_clicker_and_tell_a_refusal_inside(
     environment, slack, tmp_path
 ):
     environment["ACCESSGATE_SLACK_MATCH_EMAIL"] = "true"
-    with (
-        running_server(environment, free_port(), tmp_path / "serve.log") as server,
-        set_up_gateway(environment, server) as gateway,
-    ):
-        gateway.wait_for_state("connected")
+    with serving_gateway(environment, tmp_path / "serve.log") as gateway:
         card = card_of(slack, gateway.open_session())
 
         # Slack will not say who Nora is: matching her by e-mail fails, and she is told why.
@@ -129,10 +123,7 @@ def test_the_pending_list_follows_decisions_from_it_and_from_the_api(gateway, sl
     assert "1 review(s) waiting on you" in refreshed[0]["text"]
 
     # A decision through the API replaces the list the reviewer is looking at, too.
-    decided = gateway.api.put(
-        f"/reviews/{second['review']['id']}", json={"status": "APPROVED"}, headers=gateway.reviewer
-    )
-    assert decided.status_code == 200, decided.text
+    gateway.approve(second)
     slack.wait_for(
         lambda: "Nothing is waiting on you" in text_of(slack.ephemerals(REVIEWER)[-1]),
         message="the pending list still shows a review decided through the API",
@@ -151,12 +142,7 @@ def test_app_home_follows_reviews_filed_and_decided_through_the_api(gateway, sla
         message="the new review never reached the reviewer's App Home",
     )
 
-    decided = gateway.api.put(
-        f"/reviews/{session['review']['id']}",
-        json={"status": "APPROVED"},
-        headers=gateway.reviewer,
-    )
-    assert decided.status_code == 200, decided.text
+    gateway.approve(session)
     slack.wait_for(
         lambda: "Nothing is waiting on you" in text_of(slack.home_view(REVIEWER)),
         message="the App Home still lists a review decided through the API",

@@ -26,6 +26,7 @@ from tests.e2e.slack.gateway import (
     card_of,
     chat_config,
     decisions_in_database,
+    serving_gateway,
     set_up_gateway,
     wait_for_modal_text,
     wait_for_text,
@@ -230,12 +231,8 @@ def test_app_home_lists_the_reviews_waiting_on_the_reviewer(gateway, slack):
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_email_matching_links_on_first_click_when_switched_on(environment, slack, tmp_path):
     environment["ACCESSGATE_SLACK_MATCH_EMAIL"] = "true"
-    with (
-        running_server(environment, free_port(), tmp_path / "serve.log") as server,
-        set_up_gateway(environment, server) as gateway,
-    ):
+    with serving_gateway(environment, tmp_path / "serve.log") as gateway:
         bearer(environment, sub="nora", email="nora@example.com", groups=("dba",))
-        gateway.wait_for_state("connected")
         session = gateway.open_session()
         card = card_of(slack, session)
 
@@ -399,11 +396,7 @@ def test_new_cards_keep_slacks_pace_per_channel(environment, slack, tmp_path):
     # Slack takes about one message per second per channel; here both sides agree on five.
     environment["ACCESSGATE_SLACK_CHANNEL_MESSAGES_PER_SECOND"] = "5"
     slack.pace_channels(5.0, burst=1)
-    with (
-        running_server(environment, free_port(), tmp_path / "serve.log") as server,
-        set_up_gateway(environment, server) as gateway,
-    ):
-        gateway.wait_for_state("connected")
+    with serving_gateway(environment, tmp_path / "serve.log") as gateway:
         sessions = [gateway.open_session(f"select {n}") for n in range(8)]
 
         for session in sessions:

@@ -8,10 +8,8 @@ import pytest
 from sqlalchemy import text
 
 from models.core.db import create_db_engine
-from testing.postgres import free_port
-from testing.processes import running_server
 from testing.slack import text_of
-from tests.e2e.slack.gateway import CHANNEL, database_url_of, set_up_gateway
+from tests.e2e.slack.gateway import CHANNEL, database_url_of, serving_gateway
 
 REVIEWS = 30
 
@@ -33,11 +31,7 @@ def test_a_backlog_longer_than_a_lease_gets_one_card_per_review(environment, sla
     environment["ACCESSGATE_OUTBOX_LEASE_SECONDS"] = "1"
     environment["ACCESSGATE_SLACK_CHANNEL_MESSAGES_PER_SECOND"] = "10"
     slack.pace_channels(10.0, burst=1)
-    with (
-        running_server(environment, free_port(), tmp_path / "serve.log") as server,
-        set_up_gateway(environment, server) as gateway,
-    ):
-        gateway.wait_for_state("connected")
+    with serving_gateway(environment, tmp_path / "serve.log") as gateway:
         sessions = [gateway.open_session(f"select {n}") for n in range(REVIEWS)]
         review_ids = [session["review"]["id"] for session in sessions]
 
@@ -50,12 +44,7 @@ def test_a_backlog_longer_than_a_lease_gets_one_card_per_review(environment, sla
             message="not every review got its card",
         )
         for session in sessions[:5]:  # decided while later cards are still being posted
-            decided = gateway.api.put(
-                f"/reviews/{session['review']['id']}",
-                json={"status": "APPROVED"},
-                headers=gateway.reviewer,
-            )
-            assert decided.status_code == 200, decided.text
+            gateway.approve(session)
         slack.wait_for(
             lambda: all(
                 "APPROVED" in text_of(cards_of(s["review"]["id"])[0]) for s in sessions[:5]
