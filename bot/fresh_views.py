@@ -30,17 +30,17 @@ from models.core.clock import utc_now
 from models.reviews.service import reviews_waiting_on
 from models.users.schema import User
 
-logger = logging.getLogger("accessgate.bot.home")
+logger = logging.getLogger("accessgate.bot.views")
 
-PENDING_SHOWN = 15
 # views.publish is in Slack's tier 4 (100+ calls a minute); one refresh a second leaves room for
 # the publishes answering app_home_opened.
 REFRESHES_PER_SECOND = 1.0
 
 
 def waiting_on(db: Session, reviewer: User, api_base_url: str) -> list[ReviewCardFacts]:
-    """The reviews waiting on ``reviewer``, as cards show them; one more than shown at most."""
-    ids = reviews_waiting_on(db=db, reviewer=reviewer, limit=PENDING_SHOWN + 1)
+    """The reviews waiting on ``reviewer``, as cards show them; one more than a list shows, at
+    most, so the list can say there are more."""
+    ids = reviews_waiting_on(db=db, reviewer=reviewer, limit=blocks.PENDING_LIST_LIMIT + 1)
     found = (
         review_card_facts(db=db, review_id=review_id, api_base_url=api_base_url)
         for review_id in ids
