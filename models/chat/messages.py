@@ -20,10 +20,16 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from sqlalchemy import String, delete, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Field, Session, SQLModel, col, select
 
-from models.core.db import UTCDateTime, enum_column, flush_or_conflict, new_id, write_transaction
+from models.core.db import (
+    UTCDateTime,
+    enum_column,
+    flush_or_conflict,
+    insert_unless_present,
+    new_id,
+    write_transaction,
+)
 from models.core.errors import Conflict
 from models.delivery.outbox import EventKind
 from models.plugins.schema import PluginName
@@ -110,15 +116,10 @@ def claim_delivery(*, db: Session, delivery_key: str, now: datetime) -> Claim:
         posted = db.exec(select(ChatMessage.id).where(ChatMessage.delivery_key == delivery_key))
         if posted.first() is not None:
             return Claim.POSTED
-        dialect = postgresql if db.get_bind().dialect.name == "postgresql" else sqlite
-        # RETURNING says whether a row was written (psycopg reports no rowcount here).
-        inserted = db.connection().execute(
-            dialect.insert(ChatDeliveryClaim)
-            .values(delivery_key=delivery_key, claimed_at=now)
-            .on_conflict_do_nothing(index_elements=["delivery_key"])
-            .returning(col(ChatDeliveryClaim.delivery_key))
+        claimed = insert_unless_present(
+            db, ChatDeliveryClaim, key="delivery_key", delivery_key=delivery_key, claimed_at=now
         )
-        if inserted.first() is not None:
+        if claimed:
             return Claim.CLAIMED
         taken_over = db.connection().execute(
             update(ChatDeliveryClaim)

@@ -11,10 +11,11 @@ from typing import Any
 
 from sqlalchemy import DateTime, Engine, event
 from sqlalchemy import Enum as SAEnum
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Dialect, make_url
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.types import TypeDecorator
-from sqlmodel import Session, create_engine
+from sqlmodel import Session, SQLModel, create_engine
 
 from models.core import errors
 
@@ -167,6 +168,22 @@ def flush_or_conflict(db: Session, conflict: str) -> None:
         db.flush()
     except IntegrityError as exc:
         raise errors.Conflict(conflict) from exc
+
+
+def insert_unless_present(db: Session, table: type[SQLModel], *, key: str, **values: Any) -> bool:
+    """INSERT a row unless one with the same ``key`` exists; True when this one went in.
+
+    Race-safe on both backends (``ON CONFLICT DO NOTHING``): of processes inserting the same key
+    at once, exactly one gets True. RETURNING says it, as psycopg reports no rowcount here.
+    """
+    dialect = postgresql if db.get_bind().dialect.name == "postgresql" else sqlite
+    statement = (
+        dialect.insert(table)
+        .values(**values)
+        .on_conflict_do_nothing(index_elements=[key])
+        .returning(getattr(table, key))
+    )
+    return db.connection().execute(statement).first() is not None
 
 
 def upgrade_database(engine: Engine) -> None:

@@ -10,10 +10,9 @@ from collections.abc import Callable
 from datetime import datetime
 
 from sqlalchemy import Text
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Field, Session, SQLModel
 
-from models.core.db import UTCDateTime, write_transaction
+from models.core.db import UTCDateTime, insert_unless_present, write_transaction
 from models.core.sealing import SecretBox
 
 
@@ -31,13 +30,10 @@ def deployment_secret(
     """The secret called ``name``; made with ``create()`` if no process made it yet."""
     stored = db.get(DeploymentSecret, name)
     if stored is None:
-        dialect = postgresql if db.get_bind().dialect.name == "postgresql" else sqlite
         sealed = secret_box.seal(create(), context=_context(name))
         with write_transaction(db):
-            db.connection().execute(
-                dialect.insert(DeploymentSecret)
-                .values(name=name, sealed_value=sealed, created_at=now)
-                .on_conflict_do_nothing(index_elements=["name"])
+            insert_unless_present(
+                db, DeploymentSecret, key="name", name=name, sealed_value=sealed, created_at=now
             )
         stored = db.get_one(DeploymentSecret, name, populate_existing=True)
     return secret_box.open(stored.sealed_value, context=_context(name))
