@@ -330,7 +330,7 @@ class Notifier:
         else:
             cards = posted_messages(db=db, review_id=event.review_id, kind=ChatMessageKind.CARD)
         if event.kind != EventKind.DIRECT_MESSAGE:
-            reviewers = linked_reviewers(db=db, review_id=event.review_id)
+            reviewers = linked_reviewers(db=db, facts=facts)
         return DeliveryState(
             facts=facts,
             channels=channels,

@@ -76,20 +76,20 @@ def token(args: argparse.Namespace) -> int:
 
 
 @contextmanager
-def deployment_signer(settings: Settings) -> Iterator[tuple[Engine, LicenseSigner]]:
-    """The database and the signer every replica of this deployment uses."""
+def deployment_signer(settings: Settings) -> Iterator[tuple[Engine, SecretBox, LicenseSigner]]:
+    """The database, the cipher and the signer every replica of this deployment uses."""
     engine = create_db_engine(settings.resolved_database_url())
     try:
         upgrade_database(engine)
         box = SecretBox(resolve_secret_key(settings))
-        yield engine, license_signer(settings, engine=engine, secret_box=box)
+        yield engine, box, license_signer(settings, engine=engine, secret_box=box)
     finally:
         engine.dispose()
 
 
 def license_show(_args: argparse.Namespace) -> int:
     """Print the organization's signed license and the public key that verifies it."""
-    with deployment_signer(get_settings()) as (engine, signer):
+    with deployment_signer(get_settings()) as (engine, _box, signer):
         try:
             with db_scope(engine) as db:
                 organization = default_organization(db)
@@ -106,7 +106,7 @@ def license_show(_args: argparse.Namespace) -> int:
 
 def license_public_key(_args: argparse.Namespace) -> int:
     """Print the PEM public key sidecars pin with --public-key."""
-    with deployment_signer(get_settings()) as (_engine, signer):
+    with deployment_signer(get_settings()) as (_engine, _box, signer):
         try:
             print(signer.public_key_pem(), end="")
         except errors.DomainError as exc:
@@ -125,11 +125,9 @@ def license_rotate_key(_args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    with deployment_signer(settings) as (engine, signer):
+    with deployment_signer(settings) as (engine, box, signer):
         with db_scope(engine) as db:
-            rotate_signing_key(
-                db=db, secret_box=SecretBox(resolve_secret_key(settings)), now=utc_now()
-            )
+            rotate_signing_key(db=db, secret_box=box, now=utc_now())
         print(signer.public_key_pem(), end="")
     return 0
 

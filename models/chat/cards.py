@@ -11,7 +11,7 @@ from datetime import datetime
 from sqlmodel import Session, col, select
 
 from models.reviews.machine import ReviewStatus
-from models.reviews.schema import Review, ReviewGroup, ReviewGroupPublic, ReviewType
+from models.reviews.schema import Review, ReviewGroupPublic, ReviewType
 from models.reviews.service import review_views
 from models.sessions.schema import GatewaySession
 from models.users.schema import User, UserStatus
@@ -35,6 +35,8 @@ class ReviewCardFacts:
 
     review_id: uuid.UUID
     session_id: uuid.UUID
+    organization_id: uuid.UUID
+    requester_id: uuid.UUID
     status: ReviewStatus
     type: ReviewType
     access_duration_ns: int
@@ -75,6 +77,8 @@ def review_card_facts(
     return ReviewCardFacts(
         review_id=review.id,
         session_id=review.session_id,
+        organization_id=review.organization_id,
+        requester_id=review.owner_id,
         status=review.status,
         type=review.type,
         access_duration_ns=review.access_duration,
@@ -108,24 +112,19 @@ def _group_line(entry: ReviewGroupPublic) -> GroupLine:
     )
 
 
-def linked_reviewers(*, db: Session, review_id: uuid.UUID) -> list[str]:
+def linked_reviewers(*, db: Session, facts: ReviewCardFacts) -> list[str]:
     """The chat ids of active, linked users who review this review: whose App Home lists it.
 
     Members of its reviewer groups and force-approval groups, but not its requester (nobody
-    reviews their own session).
+    reviews their own session). The groups come from the card's facts, read just before.
     """
-    review = db.get(Review, review_id)
-    if review is None:
-        return []
-    groups = set(review.force_approval_groups) | set(
-        db.exec(select(ReviewGroup.group).where(ReviewGroup.review_id == review_id))
-    )
+    groups = set(facts.force_approval_groups) | {line.group for line in facts.groups}
     candidates = db.exec(
         select(User).where(
-            User.organization_id == review.organization_id,
+            User.organization_id == facts.organization_id,
             col(User.chat_id).is_not(None),
             User.status == UserStatus.ACTIVE,
-            User.id != review.owner_id,
+            User.id != facts.requester_id,
         )
     )
     return sorted(

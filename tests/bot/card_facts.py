@@ -37,6 +37,8 @@ def facts(**overrides: Any) -> ReviewCardFacts:
     base = ReviewCardFacts(
         review_id=review_id,
         session_id=uuid.UUID("7d1c2a8e-3f0b-4f6e-8b1a-5c9d0e2f4a66"),
+        organization_id=uuid.UUID("1b9e6f2c-0a4d-4c8e-9f3b-7e5d2a1c6b80"),
+        requester_id=uuid.UUID("4c2a9d7e-6b1f-4e3a-8d5c-0f9b7a2e1d34"),
         status=ReviewStatus.PENDING,
         type=ReviewType.ONETIME,
         access_duration_ns=HOUR_NS // 2,
