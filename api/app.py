@@ -6,6 +6,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from api.errors import ERROR_RESPONSES, document_errors_as_sent, install_error_handlers
+from api.housekeeping import housekeeping
 from api.routes import (
     chat,
     connections,
@@ -23,6 +24,9 @@ from models.chat.runtime import ChatRuntimeFactory
 from models.core.db import create_db_engine, upgrade_database
 from models.core.sealing import SecretBox
 from models.core.settings import Settings, get_settings, resolve_secret_key
+from models.core.signals import SignalListener
+from models.plugins.schema import PluginName
+from models.plugins.service import plugin_topic
 from models.sidecars.license import license_signer
 from models.sign_in.oidc import OidcClient
 
@@ -52,11 +56,19 @@ def create_app(
         app.state.chat = (
             None if chat_factory is None else chat_factory(engine, app.state.secret_box)
         )
+        signals = SignalListener(engine) if engine.dialect.name == "postgresql" else None
         if app.state.chat is not None:
+            if signals is not None:  # a change made through another replica
+                signals.on(plugin_topic(PluginName.CHAT), app.state.chat.configuration_changed)
             await app.state.chat.start()
+        if signals is not None:
+            signals.start()
         try:
-            yield
+            async with housekeeping(engine, settings.outbox_retention):
+                yield
         finally:
+            if signals is not None:
+                signals.stop()
             if app.state.chat is not None:
                 await app.state.chat.stop()
             engine.dispose()

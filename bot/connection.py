@@ -19,8 +19,8 @@ from bot.database import Database
 from bot.fresh_views import ViewRefresher
 from bot.listeners import BotContext, register_listeners
 from bot.notifier import Notifier
-from bot.pacing import ChannelPacer
-from bot.slack_api import web_client
+from bot.pacing import SlackPace
+from bot.slack_api import poster_client, web_client
 from models.chat.runtime import ChatResponse, SignedChatRequest
 from models.plugins.config import (
     CHAT_APP_TOKEN,
@@ -85,7 +85,7 @@ class SlackConnection:
         database: Database,
         delivery_database: Database,
         api_base_url: str,
-        pacer: ChannelPacer,
+        pace: SlackPace,
         lease_period: timedelta,
         match_email: bool,
         on_token_refused: Callable[[str], None],
@@ -95,7 +95,7 @@ class SlackConnection:
         self._database = database
         self._delivery_database = delivery_database
         self._api_base_url = api_base_url
-        self._pacer = pacer
+        self._pace = pace
         self._lease_period = lease_period
         self._match_email = match_email
         self._on_token_refused = on_token_refused
@@ -137,10 +137,13 @@ class SlackConnection:
                 database=self._delivery_database, client=client, api_base_url=self._api_base_url
             )
             self._views.start()
+            poster = poster_client(token=self.config.bot_token, api_url=self._api_url)
+            poster.session = self._http
             self._notifier = Notifier(
                 database=self._delivery_database,
                 client=client,
-                pacer=self._pacer,
+                poster=poster,
+                pace=self._pace,
                 views=self._views,
                 api_base_url=self._api_base_url,
                 default_channel=self.config.default_channel,

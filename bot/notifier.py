@@ -14,6 +14,12 @@ For each event, oldest first per review (``models.delivery.leases`` keeps that r
   of their own (own order, own slots): fifty decisions for one requester wait for their turns
   in the outbox, not in front of anybody's cards.
 
+Every new message takes a turn in Slack's pace from the schedule all replicas share
+(``bot.pacing``), then claims its delivery key (``models.chat.messages``) just before the post,
+so no replica posts a message another posted or is posting. A post whose answer never came may
+have landed: the next attempt looks for it in the channel (by the delivery key in the message's
+metadata) and adopts it instead of posting a second card.
+
 A card is always rendered from the review as it is now, so the order cards and decisions meet
 in does not matter. A delivery Slack cannot take now (429 beyond the client's own retries, 5xx,
 a lost connection) is postponed with backoff in the outbox; what Slack will never take (a
@@ -26,10 +32,11 @@ import dataclasses
 import functools
 import logging
 import random
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
@@ -40,9 +47,10 @@ from sqlmodel import Session
 from bot.blocks import decision_dm, review_card, review_card_text
 from bot.database import Database
 from bot.fresh_views import ViewRefresher
-from bot.pacing import ChannelPacer
+from bot.pacing import NotYourTurn, SlackPace
 from bot.slack_api import is_token_refusal
 from models.chat.cards import ReviewCardFacts, linked_reviewers, review_card_facts
+from models.chat.channel_health import record_failure
 from models.chat.messages import (
     CARD_KINDS,
     DIRECT_MESSAGE_KINDS,
@@ -58,6 +66,7 @@ from models.chat.messages import (
     release_claim,
     remember_message,
 )
+from models.chat.pace import wait_time
 from models.core.clock import utc_now
 from models.delivery.leases import (
     LeasedEvent,
@@ -76,7 +85,19 @@ logger = logging.getLogger("accessgate.bot.notifier")
 # turn never hold back anyone's cards.
 CARD_SLOTS = 200
 DM_SLOTS = 50
-MAX_PACING_WAIT_SECONDS = 1.5
+# How far ahead a direct message books its turn: a requester with fifty decisions to hear of
+# waits in the outbox, not in the DM lane's slots.
+DM_HORIZON_SECONDS = 1.5
+# Cards book up to this far ahead (and never beyond half a lease, so a turn always comes while
+# the deliverer still holds the event).
+CARD_HORIZON_SECONDS = 30.0
+# A rate-limited method waits for the whole cluster under this key (see ``bot.pacing``).
+UPDATE_PACE = "method:chat.update"
+# Card metadata carries the delivery key, so an uncertain post can be found in the channel.
+METADATA_EVENT_TYPE = "accessgate_card"
+# How far back in a channel to look for a card whose post may have landed.
+RECHECK_MARGIN = timedelta(minutes=1)
+HISTORY_UNREADABLE = frozenset({"missing_scope", "not_in_channel", "channel_not_found"})
 POLL_SECONDS = 1.0  # other processes' events; this process's own wake the notifier at once
 FIRST_RETRY_SECONDS = 2.0
 CLAIMED_ELSEWHERE_RETRY_SECONDS = 5.0  # another deliverer is posting that very message
@@ -133,12 +154,16 @@ class Outcome:
     direct_message: tuple[uuid.UUID, str] | None = None  # (review, status) to tell the requester
 
 
-class NotYourTurn(Exception):
-    """The message's turn in Slack's pace is ``seconds`` away: come back then."""
+class LeaseLost(Exception):
+    """Another deliverer holds the event now: this one stops without touching it."""
 
-    def __init__(self, seconds: float) -> None:
-        super().__init__(f"next turn in {seconds:.1f} s")
-        self.seconds = seconds
+
+@dataclass(frozen=True)
+class Posted:
+    """Where a message is in Slack."""
+
+    channel: str
+    ts: str
 
 
 @dataclass
@@ -147,7 +172,7 @@ class Lane:
 
     kinds: tuple[EventKind, ...]
     slots: int
-    in_flight: set[int] = field(default_factory=set)  # event ids being delivered
+    in_flight: dict[int, LeasedEvent] = field(default_factory=dict)  # by id, being delivered
 
 
 @dataclass(frozen=True)
@@ -159,6 +184,7 @@ class DeliveryState:
     cards: list[ChatMessage]  # the cards already posted, to rewrite
     delivered: set[str]  # delivery keys whose message is already posted
     reviewers: list[str]  # chat ids of the linked reviewers, whose App Home lists the review
+    updates_wait: float  # seconds until chat.update may be called again (cluster-wide 429)
 
 
 class Notifier:
@@ -169,7 +195,8 @@ class Notifier:
         *,
         database: Database,
         client: AsyncWebClient,
-        pacer: ChannelPacer,
+        poster: AsyncWebClient,
+        pace: SlackPace,
         views: ViewRefresher,
         api_base_url: str,
         default_channel: str | None,
@@ -180,7 +207,12 @@ class Notifier:
         self._database = database
         self._views = views
         self._client = client
-        self._pacer = pacer
+        # New messages go through a client that never retries on its own: a retried post
+        # Slack cannot de-duplicate, so a post without an answer is looked for, not repeated.
+        self._poster = poster
+        self._pace = pace
+        self._card_horizon = min(CARD_HORIZON_SECONDS, lease_period.total_seconds() / 2)
+        self._dm_horizon = min(DM_HORIZON_SECONDS, lease_period.total_seconds() / 2)
         self._api_base_url = api_base_url
         self._default_channel = default_channel
         self._on_token_refused = on_token_refused
@@ -206,10 +238,10 @@ class Notifier:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        leased = [event_id for lane in self._lanes for event_id in lane.in_flight]
+        leased = [event for lane in self._lanes for event in lane.in_flight.values()]
         for lane in self._lanes:
             lane.in_flight.clear()
-        await self._database.run(lambda db: release_leases(db=db, event_ids=leased))
+        await self._database.run(lambda db: release_leases(db=db, events=leased))
 
     async def _deliver_forever(self) -> None:
         while True:
@@ -221,7 +253,7 @@ class Notifier:
                 for event in events:
                     if event.id in lane.in_flight:
                         continue  # its lease ran out while it waited for its turn: still ours
-                    lane.in_flight.add(event.id)
+                    lane.in_flight[event.id] = event
                     task = asyncio.create_task(self._deliver(lane, event))
                     self._tasks.add(task)
                     task.add_done_callback(self._tasks.discard)
@@ -247,7 +279,7 @@ class Notifier:
             await self._database.run(
                 lambda db: mark_delivered(
                     db=db,
-                    event_id=event.id,
+                    event=event,
                     now=utc_now(),
                     note=outcome.note,
                     direct_message=outcome.direct_message,
@@ -257,17 +289,22 @@ class Notifier:
             raise
         except NotYourTurn as wait:
             at = utc_now() + timedelta(seconds=wait.seconds)
-            await self._database.run(lambda db: reschedule(db=db, event_id=event.id, at=at))
+            await self._database.run(lambda db: reschedule(db=db, event=event, at=at))
+        except LeaseLost:
+            logger.info("event %s is another deliverer's now; leaving it", event.id)
         except Exception as exc:
             await self._postpone(event, exc)
         finally:
-            lane.in_flight.discard(event.id)
+            lane.in_flight.pop(event.id, None)
             self._wake.set()  # the review's next event may be due now
 
     async def _postpone(self, event: LeasedEvent, exc: Exception) -> None:
         delay = retry_delay(event.attempts)
         if isinstance(exc, SlackApiError):
-            delay = max(delay, _retry_after(exc) or 0.0)
+            retry_after = _retry_after(exc)
+            delay = max(delay, retry_after or 0.0)
+            if retry_after is not None and exc.response.api_url.endswith("chat.update"):
+                await self._hold_quietly(UPDATE_PACE, retry_after)
             if is_token_refusal(exc):
                 self._on_token_refused(str(exc.response.get("error")))
         if isinstance(exc, SlackApiError | aiohttp.ClientError | TimeoutError | OSError):
@@ -279,7 +316,7 @@ class Notifier:
             await self._database.run(
                 lambda db: postpone(
                     db=db,
-                    event_id=event.id,
+                    event=event,
                     now=utc_now(),
                     delay=timedelta(seconds=delay),
                     error=error,
@@ -292,6 +329,8 @@ class Notifier:
     async def _deliver_event(self, event: LeasedEvent) -> Outcome:
         """Deliver one event; say what was skipped for good and what follows, if anything."""
         if utc_now() - event.created_at > STALE_AFTER:
+            if event.attempts:
+                return Outcome(f"not delivered: still failing after {event.attempts} attempts")
             return Outcome("not delivered: older than a day when the bot reached it")
         state = await self._database.run(lambda db: self._read_state(db, event))
         if state is None:
@@ -300,7 +339,7 @@ class Notifier:
         if event.kind == EventKind.DIRECT_MESSAGE:
             return Outcome(await self._direct_message(event, state, entered))
         if event.kind == EventKind.REVIEW_CREATED:
-            note = await self._post_cards(state)
+            note = await self._post_cards(event, state)
             self._views.request(state.reviewers)
             return Outcome(note)
         note = await self._rewrite_cards(state)
@@ -320,6 +359,7 @@ class Notifier:
         cards: list[ChatMessage] = []
         keys: list[str] = []  # a rewrite posts nothing new: no delivery keys to look up
         reviewers: list[str] = []
+        updates_wait = 0.0
         if event.kind == EventKind.REVIEW_CREATED:
             channels = card_channels(
                 db=db, review_id=event.review_id, default_channel=self._default_channel
@@ -329,6 +369,7 @@ class Notifier:
             keys = [direct_message_key(event.id)]
         else:
             cards = posted_messages(db=db, review_id=event.review_id, kind=ChatMessageKind.CARD)
+            updates_wait = wait_time(db=db, key=UPDATE_PACE, now=time.time())
         if event.kind != EventKind.DIRECT_MESSAGE:
             reviewers = linked_reviewers(db=db, facts=facts)
         return DeliveryState(
@@ -337,9 +378,10 @@ class Notifier:
             cards=cards,
             delivered=delivered_keys(db=db, keys=keys),
             reviewers=reviewers,
+            updates_wait=updates_wait,
         )
 
-    async def _post_cards(self, state: DeliveryState) -> str | None:
+    async def _post_cards(self, event: LeasedEvent, state: DeliveryState) -> str | None:
         facts = state.facts
         blocks, text = review_card(facts), review_card_text(facts)
         notes = []
@@ -347,25 +389,30 @@ class Notifier:
             key = card_key(facts.review_id, channel)
             if key in state.delivered:
                 continue
+            post = functools.partial(
+                self._poster.chat_postMessage,
+                channel=channel,
+                text=text,
+                blocks=blocks,
+                unfurl_links=False,
+                metadata={"event_type": METADATA_EVENT_TYPE, "event_payload": {"key": key}},
+            )
             try:
-                async with self._pacer.turn(channel):
-                    post = functools.partial(
-                        self._client.chat_postMessage,
-                        channel=channel,
-                        text=text,
-                        blocks=blocks,
-                        unfurl_links=False,
-                    )
-                    answer = await self._post_once(key, post)
+                posted = await self._post_once(
+                    event, key, pace=channel, horizon=self._card_horizon, post=post, channel=channel
+                )
             except SlackApiError as exc:
-                self._hold_on_rate_limit(channel, exc)
-                notes.append(self._permanent_or_raise(exc, f"card in {channel}"))
+                note = await self._permanent_or_raise(exc, f"card in {channel}", pace=channel)
+                await self._record_failure(channel, str(exc.response.get("error")))
+                notes.append(note)
                 continue
-            if answer is not None:
-                await self._remember(key, facts.review_id, ChatMessageKind.CARD, answer)
+            if posted is not None:
+                await self._remember(key, facts.review_id, ChatMessageKind.CARD, posted)
         return "; ".join(notes) or None
 
     async def _rewrite_cards(self, state: DeliveryState) -> str | None:
+        if state.cards and state.updates_wait > 0:
+            raise NotYourTurn(state.updates_wait)
         blocks, text = review_card(state.facts), review_card_text(state.facts)
         notes = []
         for card in state.cards:
@@ -374,7 +421,7 @@ class Notifier:
                     channel=card.channel, ts=card.ts, text=text, blocks=blocks
                 )
             except SlackApiError as exc:
-                notes.append(self._permanent_or_raise(exc, f"card in {card.channel}"))
+                notes.append(await self._permanent_or_raise(exc, f"card in {card.channel}"))
         return "; ".join(notes) or None
 
     async def _direct_message(
@@ -385,48 +432,133 @@ class Notifier:
         key = direct_message_key(event.id)
         if not chat_id or key in state.delivered:
             return None
-        # A turn far away gives the slot back to the outbox; the comebacks are spread one
-        # interval apart so they do not all return at once.
-        pace = f"dm:{chat_id}"
-        if self._pacer.wait_time(pace) > MAX_PACING_WAIT_SECONDS:
-            raise NotYourTurn(self._pacer.book(f"dm-queue:{chat_id}"))
         # The message tells of the decision this event records, even if a later one followed.
         text, blocks = decision_dm(dataclasses.replace(facts, status=entered))
+        pace = f"dm:{chat_id}"
         try:
             channel = await self._dm_channel(chat_id)
-            async with self._pacer.turn(pace):
-                answer = await self._post_once(
-                    key,
-                    lambda: self._client.chat_postMessage(
-                        channel=channel, text=text, blocks=blocks, unfurl_links=False
-                    ),
-                )
+            posted = await self._post_once(
+                event,
+                key,
+                pace=pace,
+                horizon=self._dm_horizon,
+                post=lambda: self._poster.chat_postMessage(
+                    channel=channel, text=text, blocks=blocks, unfurl_links=False
+                ),
+            )
         except SlackApiError as exc:
-            self._hold_on_rate_limit(pace, exc)
-            return self._permanent_or_raise(exc, "direct message")
-        if answer is not None:
-            await self._remember(key, facts.review_id, ChatMessageKind.DIRECT, answer)
+            return await self._permanent_or_raise(exc, "direct message", pace=pace)
+        if posted is not None:
+            await self._remember(key, facts.review_id, ChatMessageKind.DIRECT, posted)
         return None
 
     async def _post_once(
-        self, key: str, post: Callable[[], Awaitable[AsyncSlackResponse]]
-    ) -> AsyncSlackResponse | None:
-        """Post the message of ``key`` if no deliverer in the cluster did or is doing it.
+        self,
+        event: LeasedEvent,
+        key: str,
+        *,
+        pace: str,
+        horizon: float,
+        post: Callable[[], Awaitable[AsyncSlackResponse]],
+        channel: str | None = None,
+    ) -> Posted | None:
+        """Post the message of ``key`` in its turn, unless it is in Slack already.
 
-        None when it is posted already; NotYourTurn while another deliverer is posting it.
+        None when it was posted and remembered before; NotYourTurn when its turn is far away
+        or another deliverer is posting it; LeaseLost when ``event`` is not ours any more. With
+        ``channel``, a post that may have landed unanswered is looked for there first.
         """
         claim = await self._database.run(
-            lambda db: claim_delivery(db=db, delivery_key=key, now=utc_now())
+            lambda db: claim_delivery(db=db, delivery_key=key, event=event, now=utc_now())
         )
-        if claim is Claim.POSTED:
+        if claim.claim is Claim.LEASE_LOST:
+            raise LeaseLost
+        if claim.claim is Claim.POSTED:
             return None
-        if claim is Claim.BUSY:
+        if claim.claim is Claim.BUSY:
             raise NotYourTurn(CLAIMED_ELSEWHERE_RETRY_SECONDS)
+        if claim.claim is Claim.RECHECK and channel is not None and claim.since is not None:
+            found = await self._find_posted_or_release(channel, key, since=claim.since)
+            if found is not None:
+                logger.info("found the card %s posted by an attempt without answer", key)
+                return found
+        # Claimed before the turn is taken, so nothing but the post itself stands between the
+        # turn and Slack: turns reach Slack as far apart as they were booked.
+        posting = False
         try:
-            return await post()
-        except Exception:
-            await self._database.run(lambda db: release_claim(db=db, delivery_key=key))
+            async with self._pace.turn(pace, horizon=horizon):
+                posting = True
+                answer = await post()
+        except SlackApiError as exc:
+            # Slack answered: it refused the post. A 5xx may still have posted it.
+            await self._release(key, uncertain=exc.response.status_code >= 500)
             raise
+        except BaseException:
+            # No turn: nothing was sent. No answer (timeout, lost connection, cancelled): Slack
+            # may have posted it.
+            await asyncio.shield(self._release(key, uncertain=posting))
+            raise
+        return Posted(channel=str(answer["channel"]), ts=str(answer["ts"]))
+
+    async def _find_posted_or_release(
+        self, channel: str, key: str, *, since: datetime
+    ) -> Posted | None:
+        """``_find_posted``; when Slack cannot say now, the claim stays uncertain for the retry.
+
+        A channel whose history the bot may not read (the scope was removed, it left the
+        channel) cannot be searched: the card is posted, and that post reports the channel's
+        own problem if there is one.
+        """
+        try:
+            return await self._find_posted(channel, key, since=since)
+        except SlackApiError as exc:
+            if exc.response.get("error") in HISTORY_UNREADABLE:
+                logger.warning("cannot look for card %s in %s: %s", key, channel, exc)
+                return None
+            await self._release(key, uncertain=True)
+            raise
+        except BaseException:
+            await asyncio.shield(self._release(key, uncertain=True))
+            raise
+
+    async def _release(self, key: str, *, uncertain: bool) -> None:
+        await self._database.run(
+            lambda db: release_claim(db=db, delivery_key=key, uncertain=uncertain)
+        )
+
+    async def _find_posted(self, channel: str, key: str, *, since: datetime) -> Posted | None:
+        """The card of ``key`` in ``channel``'s history since ``since``, if it is there.
+
+        Extra copies (two posts without answers both landed) are deleted: one card per key.
+        """
+        oldest = f"{(since - RECHECK_MARGIN).timestamp():.6f}"
+        found: list[str] = []
+        cursor: str | None = None
+        while True:
+            page = await self._client.conversations_history(
+                channel=channel, oldest=oldest, include_all_metadata=True, limit=200, cursor=cursor
+            )
+            for message in page.get("messages") or []:
+                metadata = message.get("metadata") or {}
+                if metadata.get("event_type") == METADATA_EVENT_TYPE and (
+                    (metadata.get("event_payload") or {}).get("key") == key
+                ):
+                    found.append(str(message["ts"]))
+            cursor = (page.get("response_metadata") or {}).get("next_cursor") or None
+            if cursor is None:
+                break
+        if not found:
+            return None
+        keep, *extra = sorted(found, key=float)
+        for ts in extra:
+            await self._delete_quietly(channel, ts)
+        return Posted(channel=channel, ts=keep)
+
+    async def _delete_quietly(self, channel: str, ts: str) -> None:
+        try:
+            await self._client.chat_delete(channel=channel, ts=ts)
+        except SlackApiError as exc:
+            logger.warning("could not delete a surplus card in %s: %s", channel, exc)
 
     async def _dm_channel(self, chat_id: str) -> str:
         if chat_id not in self._dm_channels:
@@ -435,33 +567,54 @@ class Notifier:
         return self._dm_channels[chat_id]
 
     async def _remember(
-        self, key: str, review_id: uuid.UUID, kind: ChatMessageKind, answer: AsyncSlackResponse
+        self, key: str, review_id: uuid.UUID, kind: ChatMessageKind, posted: Posted
     ) -> None:
-        channel, ts = str(answer["channel"]), str(answer["ts"])
-        await self._database.run(
+        remembered = await self._database.run(
             lambda db: remember_message(
                 db=db,
                 delivery_key=key,
                 review_id=review_id,
                 kind=kind,
-                channel=channel,
-                ts=ts,
+                channel=posted.channel,
+                ts=posted.ts,
                 now=utc_now(),
             )
         )
+        if not remembered:  # another deliverer's copy is the card: ours would never be rewritten
+            await self._delete_quietly(posted.channel, posted.ts)
 
-    def _hold_on_rate_limit(self, channel: str, exc: SlackApiError) -> None:
+    async def _record_failure(self, channel: str, error: str) -> None:
+        """The channel's status shows it failing until a card goes through again."""
+        await self._database.run(
+            lambda db: record_failure(db=db, channel=channel, error=error, now=utc_now())
+        )
+
+    async def _hold_quietly(self, pace: str, seconds: float) -> None:
+        try:
+            await self._pace.hold(pace, seconds)
+        except Exception:
+            logger.exception("could not hold %s for Slack's rate limit", pace)
+
+    async def _permanent_or_raise(
+        self, exc: SlackApiError, what: str, *, pace: str | None = None
+    ) -> str:
+        """The note for an error Slack will never get over; any other is raised to retry.
+
+        A 429 holds ``pace`` for every replica before the retry.
+        """
         retry_after = _retry_after(exc)
-        if retry_after is not None:
-            self._pacer.hold(channel, retry_after)
+        if retry_after is not None and pace is not None:
+            await self._hold_quietly(pace, retry_after)
+        return permanent_note(exc, what)
 
-    @staticmethod
-    def _permanent_or_raise(exc: SlackApiError, what: str) -> str:
-        if not is_permanent(exc):
-            raise exc
-        error = exc.response.get("error")
-        logger.warning("Slack will not take the %s: %s", what, error)
-        return f"{what}: {error}"
+
+def permanent_note(exc: SlackApiError, what: str) -> str:
+    """What to note on a delivery Slack will never take; any other error is raised, to retry."""
+    if not is_permanent(exc):
+        raise exc
+    error = exc.response.get("error")
+    logger.warning("Slack will not take the %s: %s", what, error)
+    return f"{what}: {error}"
 
 
 def _retry_after(exc: SlackApiError) -> float | None:

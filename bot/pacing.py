@@ -1,4 +1,10 @@
-"""Slack's pace for new messages: about one per second per channel, bursts aside."""
+"""Slack's pace for new messages, the same for every replica: about one per second per channel.
+
+Turns come from the schedule in the database (``models.chat.pace``), so three replicas posting
+to one channel take turns instead of each posting at Slack's full rate. A turn further away
+than the horizon is not waited for in memory: ``NotYourTurn`` sends the message's event back
+to the outbox until about when its turn comes.
+"""
 
 import asyncio
 import time
@@ -6,48 +12,77 @@ from collections import defaultdict
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from bot.database import Database
+from models.chat.pace import book_turn, hold_turns, wait_time
 
-class ChannelPacer:
-    """Lets one new message at a time into a channel, ``1 / messages_per_second`` apart.
+# A hair over Slack's interval: a post reaching Slack some milliseconds late (a busy process)
+# must not bring it closer to the next turn, another replica's, than Slack allows.
+MARGIN_SECONDS = 0.02
+MARGIN_SHARE = 0.05
+# The earliest turn is this far from the booking, never "now": the trip to the database and
+# back fits in it, so even the first post of an idle channel goes out at its turn, not late
+# (a late post would come closer to the next one than they were booked).
+LEAD_SECONDS = 0.05
 
-    The gap is counted from when Slack answered the previous post, not from when it was sent,
-    so a slow answer cannot bunch two posts together on Slack's side. Channels do not wait for
-    each other.
-    """
 
-    def __init__(self, messages_per_second: float) -> None:
-        self._interval = 1.0 / messages_per_second
-        self._next_turn: defaultdict[str, float] = defaultdict(float)
-        self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+class NotYourTurn(Exception):
+    """The message's turn in Slack's pace is ``seconds`` away: come back then."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"next turn in {seconds:.1f} s")
+        self.seconds = seconds
+
+
+class SlackPace:
+    """This process's view of the cluster's shared schedule of turns."""
+
+    def __init__(self, database: Database, messages_per_second: float) -> None:
+        self._database = database
+        gap = 1.0 / messages_per_second
+        self._interval = gap + max(MARGIN_SECONDS, gap * MARGIN_SHARE)
+        # When Slack last answered this process's post to each key: its own posts are never
+        # closer together than the interval, counted from that answer, even when the one
+        # before reached Slack late.
+        self._last_answered: dict[str, float] = {}
+        self._posting: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
 
     @asynccontextmanager
-    async def turn(self, channel: str) -> AsyncIterator[None]:
-        """Wait for ``channel``'s turn; the post happens inside the block."""
-        async with self._locks[channel]:
-            delay = self._next_turn[channel] - time.monotonic()
-            if delay > 0:
-                await asyncio.sleep(delay)
+    async def turn(self, key: str, *, horizon: float) -> AsyncIterator[None]:
+        """Wait for a turn of ``key`` booked now, then run the block (the call to Slack).
+
+        Raises NotYourTurn if no turn is within ``horizon`` seconds (the booked place in line
+        says when to come back).
+        """
+        booked_at = time.time()
+        turn = await self._database.run(
+            lambda db: book_turn(
+                db=db,
+                key=key,
+                now=booked_at + LEAD_SECONDS,
+                interval=self._interval,
+                horizon=horizon,
+            )
+        )
+        if not turn.booked:
+            raise NotYourTurn(turn.wait)
+        # Counted from the booking's clock, not from now: the trip to the database and back
+        # must not push the post later than its turn (and so closer to the next one).
+        turn_at = booked_at + LEAD_SECONDS + turn.wait
+        async with self._posting[key]:  # this process's posts to a key go one at a time
+            since_last = time.monotonic() - self._last_answered.get(key, float("-inf"))
+            wait = max(turn_at - time.time(), self._interval - since_last)
+            if wait > 0:
+                await asyncio.sleep(wait)
             try:
                 yield
             finally:
-                self._next_turn[channel] = max(
-                    self._next_turn[channel], time.monotonic() + self._interval
-                )
+                self._last_answered[key] = time.monotonic()
 
-    def wait_time(self, channel: str) -> float:
-        """Seconds until ``channel`` could take a message (a post in progress counts as busy)."""
-        wait = self._next_turn[channel] - time.monotonic()
-        if self._locks[channel].locked():
-            wait = max(wait, self._interval)
-        return max(wait, 0.0)
+    async def hold(self, key: str, seconds: float) -> None:
+        """Slack asked to wait (429 Retry-After): no replica takes a turn of ``key`` before."""
+        until = time.time() + seconds
+        await self._database.run(lambda db: hold_turns(db=db, key=key, until=until))
 
-    def book(self, channel: str) -> float:
-        """Book ``channel``'s next turn without waiting; return the seconds until it comes."""
-        now = time.monotonic()
-        turn = max(now, self._next_turn[channel])
-        self._next_turn[channel] = turn + self._interval
-        return turn - now
-
-    def hold(self, channel: str, seconds: float) -> None:
-        """Slack asked us to wait (429 Retry-After): no new turn before then."""
-        self._next_turn[channel] = max(self._next_turn[channel], time.monotonic() + seconds)
+    async def wait_time(self, key: str) -> float:
+        """Seconds until ``key`` is free again (a method Slack rate-limited, say)."""
+        return await self._database.run(lambda db: wait_time(db=db, key=key, now=time.time()))

@@ -24,7 +24,7 @@ from sqlmodel import Session
 
 from bot.connection import ChatConfig, SlackConnection, SlackIdentity
 from bot.database import Database
-from bot.pacing import ChannelPacer
+from bot.pacing import SlackPace
 from bot.slack_api import check_chat_tokens, is_token_refusal
 from models.chat.runtime import ChatResponse, ChatState, ChatStatus, SignedChatRequest
 from models.core.clock import utc_now
@@ -55,7 +55,7 @@ class ChatBot:
         self._database = Database(engine)  # the supervisor's and the listeners' work
         # Delivery has threads of its own: a burst of clicks must not queue card updates.
         self._delivery_database = Database(engine)
-        self._pacer = ChannelPacer(settings.slack_channel_messages_per_second)
+        self._pace = SlackPace(self._delivery_database, settings.slack_channel_messages_per_second)
         self._connection: SlackConnection | None = None
         self._refused: ChatConfig | None = None  # stored, but Slack will not take it
         self._identity: SlackIdentity | None = None  # who Slack said the bot is, last time
@@ -162,7 +162,7 @@ class ChatBot:
             database=self._database,
             delivery_database=self._delivery_database,
             api_base_url=self._api_base_url,
-            pacer=self._pacer,
+            pace=self._pace,
             lease_period=timedelta(seconds=self._settings.outbox_lease_seconds),
             match_email=self._settings.slack_match_email,
             on_token_refused=self._token_refused,

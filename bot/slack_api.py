@@ -39,6 +39,8 @@ ALWAYS_NEEDED_SCOPES = {
     "chat:write": "to post and rewrite review cards and answer people",
     "im:write": "to send requesters their decisions as direct messages",
     "commands": "to answer /accessgate",
+    "channels:history": "to find a card whose post got no answer from Slack, in public channels",
+    "groups:history": "the same in private channels",
 }
 EMAIL_MATCHING_SCOPES = {
     "users:read": "to look up who clicked, for ACCESSGATE_SLACK_MATCH_EMAIL",
@@ -71,6 +73,23 @@ def web_client(*, token: str, api_url: str) -> AsyncWebClient:
         AsyncServerErrorRetryHandler(max_retry_count=2),
     ]
     return AsyncWebClient(token=token, base_url=api_url, retry_handlers=retry_handlers)
+
+
+# Long enough for a slow Slack; short enough that a post whose answer never came is looked for
+# (see ``models.chat.messages``) well before its claim counts as abandoned.
+POST_TIMEOUT_SECONDS = 10
+
+
+def poster_client(*, token: str, api_url: str) -> AsyncWebClient:
+    """A client for new messages: no retries of its own.
+
+    Slack cannot de-duplicate a repeated chat.postMessage, so a post that got no answer (or a
+    5xx) may have landed; the outbox retries it after looking for it, and a 429 is paced for
+    every replica, never just slept on here.
+    """
+    return AsyncWebClient(
+        token=token, base_url=api_url, timeout=POST_TIMEOUT_SECONDS, retry_handlers=[]
+    )
 
 
 def is_token_refusal(error: SlackApiError) -> bool:

@@ -2,8 +2,10 @@
 
 from sqlmodel import SQLModel
 
+from models.chat.channel_health import ChatChannelHealth
 from models.chat.links import ChatLinkCode
 from models.chat.messages import ChatDeliveryClaim, ChatMessage
+from models.chat.pace import ChatPace
 from models.chat.pending_lists import ChatPendingList
 from models.connections.schema import Connection
 from models.core.deployment_secrets import DeploymentSecret
@@ -20,9 +22,11 @@ metadata = SQLModel.metadata
 
 __all__ = [
     "AccessRequestRule",
+    "ChatChannelHealth",
     "ChatDeliveryClaim",
     "ChatLinkCode",
     "ChatMessage",
+    "ChatPace",
     "ChatPendingList",
     "Connection",
     "DeploymentSecret",

@@ -6,7 +6,11 @@ cluster, so however often an event is leased again (its lease ran out while it w
 Slack's pace, or another replica took it), the message is posted once. The posted message is
 remembered under its key, and the claim dropped, in one transaction before the event is marked
 delivered, so a retried event skips what an earlier attempt posted and none is lost. A claim
-whose holder died mid-post is taken over after ``CLAIM_ABANDONED_AFTER``.
+whose holder died mid-post is taken over after ``CLAIM_ABANDONED_AFTER``; one whose post ended
+without an answer (a timeout, a lost connection, a 5xx: Slack may have posted it all the same)
+is taken over at once. Either way the next holder looks for the message in the channel before
+posting again (``Claim.RECHECK``), so a card that did land is adopted and rewritten, never left
+behind with live buttons.
 
 Cards (``review.created`` / ``review.updated``) and direct messages (``chat.direct_message``)
 are leased in lanes of their own, so a requester's DMs waiting for Slack's pace never hold back
@@ -16,12 +20,14 @@ a card.
 import logging
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from sqlalchemy import String, delete, update
+from sqlalchemy import String, delete, or_, update
 from sqlmodel import Field, Session, SQLModel, col, select
 
+from models.chat.channel_health import record_post
 from models.core.db import (
     UTCDateTime,
     enum_column,
@@ -31,6 +37,7 @@ from models.core.db import (
     write_transaction,
 )
 from models.core.errors import Conflict
+from models.delivery.leases import LeasedEvent, lease_is_held
 from models.delivery.outbox import EventKind
 from models.plugins.schema import PluginName
 from models.plugins.service import plugin_connection_config
@@ -92,53 +99,90 @@ def delivered_keys(*, db: Session, keys: Sequence[str]) -> set[str]:
 
 
 class ChatDeliveryClaim(SQLModel, table=True):
-    """A message some deliverer is posting right now."""
+    """A message some deliverer is posting right now, or may have posted without knowing."""
 
     __tablename__ = "chat_delivery_claim"
 
     delivery_key: str = Field(sa_type=String(200), primary_key=True)
     claimed_at: datetime = Field(sa_type=UTCDateTime)
+    # The last post's answer never came (timeout, lost connection, 5xx): the message may be in
+    # the channel all the same. Whoever posts next looks there first (``Claim.RECHECK``).
+    uncertain: bool = False
 
 
 class Claim(StrEnum):
     CLAIMED = "claimed"  # post it now
+    RECHECK = "recheck"  # an earlier post may have landed: look for it before posting
     POSTED = "posted"  # it is posted already: nothing to do
     BUSY = "busy"  # another deliverer is posting it: come back later
+    LEASE_LOST = "lease_lost"  # the event is no longer this deliverer's: touch nothing
 
 
-# Longer than any one post takes, the client's own retries included.
-CLAIM_ABANDONED_AFTER = timedelta(minutes=5)
+@dataclass(frozen=True)
+class ClaimResult:
+    claim: Claim
+    since: datetime | None = None  # RECHECK: when the post that may have landed was claimed
 
 
-def claim_delivery(*, db: Session, delivery_key: str, now: datetime) -> Claim:
-    """Claim the right to post the message of ``delivery_key``; at most one holder at a time."""
+# Longer than any one post takes: the poster's timeout, without client-side retries.
+CLAIM_ABANDONED_AFTER = timedelta(seconds=30)
+
+
+def claim_delivery(
+    *, db: Session, delivery_key: str, event: LeasedEvent, now: datetime
+) -> ClaimResult:
+    """Claim the right to post the message of ``delivery_key``; at most one holder at a time.
+
+    Only the deliverer still holding ``event``'s lease may claim: one that lost it stops here,
+    before its next call to Slack.
+    """
     with write_transaction(db):
+        if not lease_is_held(db=db, event=event, now=now):
+            return ClaimResult(Claim.LEASE_LOST)
         posted = db.exec(select(ChatMessage.id).where(ChatMessage.delivery_key == delivery_key))
         if posted.first() is not None:
-            return Claim.POSTED
+            return ClaimResult(Claim.POSTED)
         claimed = insert_unless_present(
             db, ChatDeliveryClaim, key="delivery_key", delivery_key=delivery_key, claimed_at=now
         )
         if claimed:
-            return Claim.CLAIMED
-        taken_over = db.connection().execute(
-            update(ChatDeliveryClaim)
-            .where(
-                col(ChatDeliveryClaim.delivery_key) == delivery_key,
-                col(ChatDeliveryClaim.claimed_at) < now - CLAIM_ABANDONED_AFTER,
+            return ClaimResult(Claim.CLAIMED)
+        # Taken over: the holder died mid-post, or its post ended without an answer. Either
+        # way the message may exist already.
+        earlier = (
+            db.connection()
+            .execute(
+                select(ChatDeliveryClaim.claimed_at)
+                .where(
+                    col(ChatDeliveryClaim.delivery_key) == delivery_key,
+                    or_(
+                        col(ChatDeliveryClaim.uncertain),
+                        col(ChatDeliveryClaim.claimed_at) < now - CLAIM_ABANDONED_AFTER,
+                    ),
+                )
+                .with_for_update()
             )
-            .values(claimed_at=now)
-            .returning(col(ChatDeliveryClaim.delivery_key))
+            .first()
         )
-        return Claim.CLAIMED if taken_over.first() is not None else Claim.BUSY
-
-
-def release_claim(*, db: Session, delivery_key: str) -> None:
-    """The post failed: let the next attempt claim the message again."""
-    with write_transaction(db):
+        if earlier is None:
+            return ClaimResult(Claim.BUSY)
         db.connection().execute(
-            delete(ChatDeliveryClaim).where(col(ChatDeliveryClaim.delivery_key) == delivery_key)
+            update(ChatDeliveryClaim)
+            .where(col(ChatDeliveryClaim.delivery_key) == delivery_key)
+            .values(claimed_at=now, uncertain=False)
         )
+        return ClaimResult(Claim.RECHECK, since=earlier.claimed_at)
+
+
+def release_claim(*, db: Session, delivery_key: str, uncertain: bool = False) -> None:
+    """The post failed. Slack refused it (let the next attempt claim it again), or, when
+    ``uncertain``, its answer never came (the next attempt looks for the message first)."""
+    with write_transaction(db):
+        claim = col(ChatDeliveryClaim.delivery_key) == delivery_key
+        if uncertain:
+            db.connection().execute(update(ChatDeliveryClaim).where(claim).values(uncertain=True))
+        else:
+            db.connection().execute(delete(ChatDeliveryClaim).where(claim))
 
 
 def remember_message(
@@ -150,8 +194,11 @@ def remember_message(
     channel: str,
     ts: str,
     now: datetime,
-) -> None:
-    """Store where a posted message is, and drop its claim, before anything can forget it."""
+) -> bool:
+    """Store where a posted message is, and drop its claim, before anything can forget it.
+
+    False when another message is stored under the key already: the caller's is surplus.
+    """
     try:
         with write_transaction(db):
             db.connection().execute(
@@ -168,9 +215,13 @@ def remember_message(
                 )
             )
             flush_or_conflict(db, "already posted")
+            if kind is ChatMessageKind.CARD:
+                record_post(db=db, channel=channel, now=now)
     except Conflict:
         # Only a claim taken over from a deliverer that was alive after all can get here.
         logger.warning("a second message was posted for %s; the first one stays", delivery_key)
+        return False
+    return True
 
 
 def card_channels(*, db: Session, review_id: uuid.UUID, default_channel: str | None) -> list[str]:

@@ -186,6 +186,14 @@ def insert_unless_present(db: Session, table: type[SQLModel], *, key: str, **val
     return db.connection().execute(statement).first() is not None
 
 
+def upsert(db: Session, table: type[SQLModel], *, key: str, **values: Any) -> None:
+    """INSERT a row, or UPDATE the given ``values`` of the one with the same ``key``, atomically."""
+    dialect = postgresql if db.get_bind().dialect.name == "postgresql" else sqlite
+    insert = dialect.insert(table).values(**values)
+    changes = {name: insert.excluded[name] for name in values if name != key}
+    db.connection().execute(insert.on_conflict_do_update(index_elements=[key], set_=changes))
+
+
 def upgrade_database(engine: Engine) -> None:
     """Bring the schema to the newest migration (safe to run from several processes at once)."""
     from alembic import command

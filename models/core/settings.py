@@ -1,13 +1,31 @@
 """Service settings, read from ``ACCESSGATE_*`` environment variables."""
 
 import os
+import re
 import secrets
+from datetime import timedelta
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(value: object) -> object:
+    """``90s``, ``30m``, ``24h``, ``7d`` (or plain seconds) as a timedelta; ``0`` is zero."""
+    if isinstance(value, str):
+        match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", value)
+        if match is None:
+            raise ValueError("a duration such as 90s, 30m, 24h or 7d")
+        number, unit = match.groups()
+        return timedelta(seconds=float(number) * DURATION_UNITS[unit or "s"])
+    return value
+
+
+Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
 
 SECRET_KEY_FILE = "secret_key"  # noqa: S105 - the file name, not a secret
 LICENSE_SIGNING_KEY_FILE = "license_signing_key.pem"
@@ -74,6 +92,12 @@ class Settings(BaseSettings):
         gt=0,
         le=3600,
         description="How long a deliverer holds an outbox event before another may take it.",
+    )
+    outbox_retention: Duration = Field(
+        default=timedelta(days=7),
+        ge=timedelta(0),
+        description="How long delivered outbox events are kept before they are pruned "
+        "(90s, 30m, 24h, 7d; 0 prunes them as soon as the next round runs).",
     )
 
     def license_key_path(self) -> Path:

@@ -7,9 +7,13 @@ Rules kept here, whatever consumer does the delivering:
   lane is still undelivered, so one lane waiting (for a chat service's pace, say) never holds
   back another;
 - an event is leased to one deliverer at a time (``leased_until``), so several processes can
-  share the outbox without delivering an event twice while it is being worked on.
+  share the outbox without delivering an event twice while it is being worked on;
+- every lease has a fencing token: a deliverer that kept an event past its lease, while another
+  took it, finds its token gone and can no longer mark, postpone or give the event back
+  (``lease_is_held`` lets it check before acting outside the database).
 """
 
+import secrets
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,6 +37,7 @@ class LeasedEvent:
     payload: dict[str, object]
     created_at: datetime
     attempts: int
+    lease_token: str
 
 
 LEASED_COLUMNS = [
@@ -44,6 +49,7 @@ LEASED_COLUMNS = [
         "payload",
         "created_at",
         "attempts",
+        "lease_token",
     )
 ]
 
@@ -81,6 +87,7 @@ def lease_deliverable_events(
     if not candidates:
         db.rollback()  # end the read transaction: SQLite readers pin the WAL
         return []
+    token = secrets.token_hex(16)
     with write_transaction(db):
         # Leases are taken only where nobody took one since the read: each row has one winner
         # (PostgreSQL re-checks the condition on rows another transaction just leased).
@@ -93,7 +100,7 @@ def lease_deliverable_events(
                     col(OutboxEvent.delivered_at).is_(None),
                     lease_is_free,
                 )
-                .values(leased_until=now + lease)
+                .values(leased_until=now + lease, lease_token=token)
                 .returning(*LEASED_COLUMNS)
             )
             .all()
@@ -106,16 +113,30 @@ def lease_deliverable_events(
             payload=dict(row.payload),
             created_at=row.created_at,
             attempts=row.attempts,
+            lease_token=row.lease_token,
         )
         for row in taken
     ]
     return sorted(leased, key=lambda event: event.id)
 
 
+def lease_is_held(*, db: Session, event: LeasedEvent, now: datetime) -> bool:
+    """Whether ``event`` is still leased to its deliverer (checked before each post to Slack)."""
+    held = db.exec(
+        select(OutboxEvent.id).where(
+            OutboxEvent.id == event.id,
+            OutboxEvent.lease_token == event.lease_token,
+            col(OutboxEvent.leased_until) > now,
+            col(OutboxEvent.delivered_at).is_(None),
+        )
+    )
+    return held.first() is not None
+
+
 def mark_delivered(
     *,
     db: Session,
-    event_id: int,
+    event: LeasedEvent,
     now: datetime,
     note: str | None = None,
     direct_message: tuple[uuid.UUID, str] | None = None,
@@ -126,13 +147,13 @@ def mark_delivered(
     transaction, so it is neither lost nor queued twice.
     """
     with write_transaction(db):
-        _end_lease_now(
+        ended = _end_lease_now(
             db,
-            [event_id],
+            [event],
             delivered_at=now,
             last_error=None if note is None else note[:MAX_ERROR_LENGTH],
         )
-        if direct_message is not None:
+        if ended and direct_message is not None:
             review_id, status = direct_message
             record_event(
                 db,
@@ -143,37 +164,56 @@ def mark_delivered(
             )
 
 
-def reschedule(*, db: Session, event_id: int, at: datetime) -> None:
+def reschedule(*, db: Session, event: LeasedEvent, at: datetime) -> None:
     """Deliver the event at ``at``, its turn in Slack's pace; not a failed attempt."""
-    _end_lease(db, [event_id], next_attempt_at=at)
+    _end_lease(db, [event], next_attempt_at=at)
 
 
-def postpone(*, db: Session, event_id: int, now: datetime, delay: timedelta, error: str) -> None:
+def postpone(
+    *, db: Session, event: LeasedEvent, now: datetime, delay: timedelta, error: str
+) -> None:
     """Delivery failed for now: count the attempt and try again after ``delay``."""
     _end_lease(
         db,
-        [event_id],
+        [event],
         attempts=OutboxEvent.attempts + 1,
         last_error=error[:MAX_ERROR_LENGTH],
         next_attempt_at=now + delay,
     )
 
 
-def release_leases(*, db: Session, event_ids: Sequence[int]) -> None:
+def release_leases(*, db: Session, events: Sequence[LeasedEvent]) -> None:
     """Give events back without counting an attempt (the deliverer is stopping)."""
-    if event_ids:
-        _end_lease(db, event_ids)
+    if events:
+        _end_lease(db, events)
 
 
-def _end_lease(db: Session, event_ids: Sequence[int], **changes: object) -> None:
+def _end_lease(db: Session, events: Sequence[LeasedEvent], **changes: object) -> None:
     """Drop the lease of undelivered events, applying ``changes`` to them in one transaction."""
     with write_transaction(db):
-        _end_lease_now(db, event_ids, **changes)
+        _end_lease_now(db, events, **changes)
 
 
-def _end_lease_now(db: Session, event_ids: Sequence[int], **changes: object) -> None:
-    db.connection().execute(
-        update(OutboxEvent)
-        .where(col(OutboxEvent.id).in_(event_ids), col(OutboxEvent.delivered_at).is_(None))
-        .values(leased_until=None, **changes)
-    )
+def _end_lease_now(db: Session, events: Sequence[LeasedEvent], **changes: object) -> bool:
+    """End the leases still held by these events' tokens; False when none was."""
+    ended = False
+    for token, ids in _ids_by_token(events).items():
+        result = db.connection().execute(
+            update(OutboxEvent)
+            .where(
+                col(OutboxEvent.id).in_(ids),
+                col(OutboxEvent.lease_token) == token,
+                col(OutboxEvent.delivered_at).is_(None),
+            )
+            .values(leased_until=None, lease_token=None, **changes)
+            .returning(col(OutboxEvent.id))
+        )
+        ended = bool(result.all()) or ended
+    return ended
+
+
+def _ids_by_token(events: Sequence[LeasedEvent]) -> dict[str, list[int]]:
+    ids: dict[str, list[int]] = {}
+    for event in events:
+        ids.setdefault(event.lease_token, []).append(event.id)
+    return ids

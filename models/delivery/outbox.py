@@ -15,7 +15,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import JSON, event
+from sqlalchemy import JSON, Index, String, event, text
 from sqlmodel import Field, Session, SQLModel
 
 from models.core.db import UTCDateTime, enum_column
@@ -29,8 +29,28 @@ class EventKind(StrEnum):
     DIRECT_MESSAGE = "chat.direct_message"
 
 
+# Only undelivered events are ever looked for by deliverers: partial indexes stay as small as the
+# backlog, however many delivered events the table keeps until they are pruned.
+UNDELIVERED = text("delivered_at IS NULL")
+
+
 class OutboxEvent(SQLModel, table=True):
     __tablename__ = "outbox_event"
+    __table_args__ = (
+        Index(
+            "ix_outbox_event_undelivered",
+            "id",
+            sqlite_where=UNDELIVERED,
+            postgresql_where=UNDELIVERED,
+        ),
+        Index(
+            "ix_outbox_event_undelivered_review",
+            "review_id",
+            "id",
+            sqlite_where=UNDELIVERED,
+            postgresql_where=UNDELIVERED,
+        ),
+    )
 
     id: int | None = Field(default=None, primary_key=True)
     kind: EventKind = Field(sa_type=enum_column(EventKind))
@@ -43,6 +63,11 @@ class OutboxEvent(SQLModel, table=True):
     # Backoff after a failed delivery, and the lease of the process delivering it now.
     next_attempt_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     leased_until: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    # Fencing: which lease this is. A deliverer whose lease ran out (and was taken by another)
+    # can no longer mark, postpone or post for the event: its token no longer matches.
+    lease_token: str | None = Field(default=None, sa_type=String(32))
+    # A failed event an admin asked to deliver again: the id of the copy queued for it.
+    retried_as: int | None = None
 
 
 def record_event(
@@ -52,10 +77,12 @@ def record_event(
     review_id: uuid.UUID,
     payload: dict[str, Any],
     now: datetime,
-) -> None:
+) -> OutboxEvent:
     """Add an event to the caller's transaction; it commits or rolls back with the change."""
-    db.add(OutboxEvent(kind=kind, review_id=review_id, payload=payload, created_at=now))
+    event = OutboxEvent(kind=kind, review_id=review_id, payload=payload, created_at=now)
+    db.add(event)
     db.info[_HAS_NEW_EVENTS] = True
+    return event
 
 
 def record_review_event(

@@ -9,6 +9,7 @@ from models.connections.schema import Connection
 from models.core import errors
 from models.core.db import flush_or_conflict, write_transaction
 from models.core.sealing import SecretBox
+from models.core.signals import announce
 from models.plugins.config import REDACTED, PluginConfigIn, check_runnable
 from models.plugins.schema import (
     Plugin,
@@ -26,6 +27,11 @@ from models.users.service import require_admin
 # Asks the service a plugin talks to whether it accepts a configuration (the chat bot checks
 # its tokens with Slack); raises UnusableConfiguration. Called before anything is stored.
 LiveCheck = Callable[[PluginName, Mapping[str, bytes]], None]
+
+
+def plugin_topic(name: str) -> str:
+    """The change signal of a plugin: every replica re-reads its configuration on it."""
+    return f"plugin:{name}"
 
 
 def create_plugin(
@@ -46,6 +52,7 @@ def create_plugin(
         db.add(plugin)
         flush_or_conflict(db, f"the {request.name} plugin already exists")
         _replace_connections(db, actor, plugin, request.connections)
+        announce(db, plugin_topic(plugin.name))
     return plugin_view(db, plugin)
 
 
@@ -68,6 +75,7 @@ def update_plugin_config(
         plugin = _get_plugin(db, actor, name, for_update=True)
         plugin.envvars = _sealed(plugin, values, secret_box)
         db.add(plugin)
+        announce(db, plugin_topic(plugin.name))
     return plugin_view(db, plugin)
 
 
@@ -78,6 +86,7 @@ def delete_plugin(*, db: Session, actor: User, name: str) -> None:
         plugin = _get_plugin(db, actor, name, for_update=True)
         db.exec(delete(PluginConnection).where(col(PluginConnection.plugin_id) == plugin.id))
         db.delete(plugin)
+        announce(db, plugin_topic(plugin.name))
 
 
 def plugin_envvars(

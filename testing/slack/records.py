@@ -62,7 +62,16 @@ DEFAULT_BOT_TOKEN = "xoxb-0001-test"
 DEFAULT_APP_TOKEN = "xapp-1-A0001-test"
 # Every bot scope the workspace knows of; an app is granted all of them unless a test says less.
 BOT_SCOPES = frozenset(
-    {"chat:write", "im:write", "commands", "users:read", "users:read.email", "channels:read"}
+    {
+        "chat:write",
+        "im:write",
+        "commands",
+        "users:read",
+        "users:read.email",
+        "channels:read",
+        "channels:history",
+        "groups:history",
+    }
 )
 # The scope each Web API method needs of a bot token (methods not listed need none).
 METHOD_SCOPES = {
@@ -255,6 +264,7 @@ class Failure:
     error: str
     retry_after: int
     times: int
+    after_handling: bool = False  # the call took effect; only its answer is the error
 
 
 @dataclass

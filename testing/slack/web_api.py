@@ -26,12 +26,19 @@ from testing.slack.records import (
     AppRecord,
     Bucket,
     Call,
+    Failure,
     Message,
     UserRecord,
 )
 from testing.slack.views import Views
 
 JSONDict = dict[str, Any]
+
+
+def failure_error(failure: Failure) -> ApiError:
+    """The answer of a call made to fail (``Workspace.fail``)."""
+    headers = {"Retry-After": str(failure.retry_after)} if failure.status == 429 else {}
+    return ApiError(failure.error, status=failure.status, headers=headers)
 
 
 class WebApi(Views):
@@ -48,6 +55,7 @@ class WebApi(Views):
             "chat.postEphemeral": self._chat_post_ephemeral,
             "conversations.open": self._conversations_open,
             "conversations.info": self._conversations_info,
+            "conversations.history": self._conversations_history,
             "views.open": self._views_open,
             "views.push": self._views_push,
             "views.update": self._views_update,
@@ -102,15 +110,9 @@ class WebApi(Views):
         with self._cond:
             status, headers = 200, {}
             try:
-                failures = self._failures.get(method)
-                if failures:
-                    failure = failures[0]
-                    failure.times -= 1
-                    if failure.times <= 0:
-                        failures.pop(0)
-                    if failure.status == 429:
-                        headers = {"Retry-After": str(failure.retry_after)}
-                    raise ApiError(failure.error, status=failure.status, headers=headers)
+                failure = self._next_failure(method)
+                if failure is not None and not failure.after_handling:
+                    raise failure_error(failure)
                 if body_error is not None:
                     raise ApiError(body_error)
                 handler = self._methods.get(method)
@@ -120,6 +122,8 @@ class WebApi(Views):
                 assert token is not None
                 self._check_scope(method, token)
                 answer = {"ok": True, **handler(ApiCall(app, token, params))}
+                if failure is not None:
+                    raise failure_error(failure)
                 if method == "auth.test" and token in self._token_scopes:
                     headers = {"x-oauth-scopes": ",".join(sorted(self._token_scopes[token]))}
             except ApiError as error:
@@ -137,6 +141,16 @@ class WebApi(Views):
             self._cond.notify_all()
             return status, answer, headers
 
+    def _next_failure(self, method: str) -> Failure | None:
+        failures = self._failures.get(method)
+        if not failures:
+            return None
+        failure = failures[0]
+        failure.times -= 1
+        if failure.times <= 0:
+            failures.pop(0)
+        return failure
+
     def _authenticate(self, method: str, token: str | None) -> AppRecord:
         if not token:
             raise ApiError("not_authed")
@@ -150,8 +164,12 @@ class WebApi(Views):
 
     def _check_scope(self, method: str, token: str) -> None:
         needed = METHOD_SCOPES.get(method)
+        if needed is not None:
+            self._check_scope_named(needed, token)
+
+    def _check_scope_named(self, needed: str, token: str) -> None:
         granted = self._token_scopes.get(token)
-        if needed is None or granted is None or needed in granted:
+        if granted is None or needed in granted:
             return
         provided = ",".join(sorted(granted))
         raise ApiError("missing_scope", extra={"needed": needed, "provided": provided})
@@ -383,6 +401,42 @@ class WebApi(Views):
         if channel in self._dm_users:
             info["user"] = self._dm_users[channel]
         return {"channel": info}
+
+    def _conversations_history(self, ctx: ApiCall) -> JSONDict:
+        """Newest first, ``oldest``/``latest`` exclusive bounds, pages of ``limit`` by cursor."""
+        params = ctx.params
+        channel = self._resolve_channel(params.get("channel"))
+        self._check_membership(channel)
+        # The scope depends on the kind of conversation, so it is checked here.
+        self._check_scope_named(
+            "groups:history" if channel.startswith("G") else "channels:history", ctx.token
+        )
+        oldest = float(params.get("oldest") or 0)
+        latest = float(params.get("latest") or "inf")
+        limit = min(int(params.get("limit") or 100), 999)
+        start = int(params.get("cursor") or 0)
+        with_metadata = str(params.get("include_all_metadata")).lower() in {"1", "true"}
+        messages = [
+            message
+            for message in reversed(self._messages)
+            if message.channel == channel
+            and not message.deleted
+            and message.thread_ts in (None, message.ts)
+            and oldest < float(message.ts) < latest
+        ]
+        page = messages[start : start + limit]
+        answers = []
+        for message in page:
+            answer = message.to_dict()
+            if not with_metadata:
+                answer.pop("metadata", None)
+            answers.append(answer)
+        more = start + limit < len(messages)
+        return {
+            "messages": answers,
+            "has_more": more,
+            "response_metadata": {"next_cursor": str(start + limit) if more else ""},
+        }
 
     def _user_answer(self, user: UserRecord) -> JSONDict:
         return {

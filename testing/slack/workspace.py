@@ -218,12 +218,15 @@ class Workspace:
         error: str | None = None,
         retry_after: int = 1,
         times: int = 1,
+        after_handling: bool = False,
     ) -> None:
         """Make the next ``times`` calls of ``method`` fail.
 
         ``status=429`` (the default without ``error``) answers HTTP 429 with ``Retry-After`` and
         ``ratelimited``; another status answers that HTTP status; ``error=...`` alone answers
-        HTTP 200 ``{"ok": false, "error": error}``.
+        HTTP 200 ``{"ok": false, "error": error}``. ``after_handling``: the call takes effect
+        (the message is posted) and only its answer is the failure, as when Slack's answer is
+        lost on the way.
         """
         if status is None:
             status = 200 if error else 429
@@ -231,7 +234,13 @@ class Workspace:
             error = "ratelimited" if status == 429 else "internal_error"
         with self._cond:
             self._failures.setdefault(method, []).append(
-                Failure(status=status, error=error, retry_after=retry_after, times=times)
+                Failure(
+                    status=status,
+                    error=error,
+                    retry_after=retry_after,
+                    times=times,
+                    after_handling=after_handling,
+                )
             )
 
     def delay_next(self, method: str, seconds: float, times: int = 1) -> None:

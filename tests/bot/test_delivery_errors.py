@@ -4,7 +4,7 @@ import pytest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.slack_response import SlackResponse
 
-from bot.notifier import MAX_RETRY_SECONDS, Notifier, is_permanent, retry_delay
+from bot.notifier import MAX_RETRY_SECONDS, is_permanent, permanent_note, retry_delay
 
 
 def slack_error(error: str, status: int = 200) -> SlackApiError:
@@ -42,7 +42,7 @@ def test_errors_no_retry_can_fix_end_the_delivery_with_their_reason(error):
     exc = slack_error(error)
 
     assert is_permanent(exc)
-    assert Notifier._permanent_or_raise(exc, "card in C0DBA") == f"card in C0DBA: {error}"
+    assert permanent_note(exc, "card in C0DBA") == f"card in C0DBA: {error}"
 
 
 @pytest.mark.parametrize(
@@ -54,7 +54,7 @@ def test_transient_and_token_errors_are_raised_to_be_retried(error, status):
 
     assert not is_permanent(exc)
     with pytest.raises(SlackApiError):
-        Notifier._permanent_or_raise(exc, "card in C0DBA")
+        permanent_note(exc, "card in C0DBA")
 
 
 def test_retries_back_off_exponentially_with_jitter_up_to_a_cap():

@@ -88,7 +88,7 @@ def test_events_of_one_review_are_offered_one_at_a_time_oldest_first(engine):
     assert [e.kind for e in first] == ["review.created"]
     assert lease(engine) == [], "the update waits while the card is being posted"
     with db_scope(engine) as db:
-        mark_delivered(db=db, event_id=first[0].id, now=utc_now())
+        mark_delivered(db=db, event=first[0], now=utc_now())
 
     second = lease(engine)
     assert [e.kind for e in second] == ["review.updated"]
@@ -100,13 +100,13 @@ def test_direct_messages_go_in_their_own_lane_and_never_hold_back_cards(engine):
     created = lease(engine)
     with db_scope(engine) as db:
         for event in created:
-            mark_delivered(db=db, event_id=event.id, now=utc_now())
+            mark_delivered(db=db, event=event, now=utc_now())
     approve(engine, review_id, reviewer)
     (approved,) = lease(engine)
     with db_scope(engine) as db:
         mark_delivered(
             db=db,
-            event_id=approved.id,
+            event=approved,
             now=utc_now(),
             direct_message=(review_id, "APPROVED"),
         )
@@ -162,7 +162,7 @@ def test_a_postponed_event_waits_for_its_backoff_and_counts_the_attempt(engine):
     with db_scope(engine) as db:
         postpone(
             db=db,
-            event_id=event.id,
+            event=event,
             now=utc_now(),
             delay=timedelta(seconds=30),
             error="SlackApiError: ratelimited",

@@ -1,0 +1,95 @@
+"""Slack's pace, kept in the database so that every replica takes its turns from one schedule.
+
+A pace key names what Slack limits: a channel (about one new message a second), a requester's
+DM channel, or a Web API method after a 429. Its row holds the earliest moment the next call may
+go out (``next_turn``, seconds since the epoch: replicas on different machines share wall-clock
+time, not a monotonic clock). Booking a turn moves ``next_turn`` one interval on in one UPDATE,
+so two replicas booking at once get two different turns; a 429 anywhere pushes it back for the
+whole cluster.
+
+Turns are booked at most ``horizon`` ahead: a replica that dies loses at most that much of a
+channel's schedule, and a deliverer never waits in memory longer than its lease. A message
+whose turn is further away books a place in the key's waiting line instead, which says when to
+come back: messages sent away together come back one interval apart, in about the order they
+will be posted, rather than all at once.
+"""
+
+from dataclasses import dataclass
+
+from sqlalchemy import Float, String, case, update
+from sqlmodel import Field, Session, SQLModel, col, select
+
+from models.core.db import insert_unless_present, write_transaction
+
+WAITING_LINE = "#waiting"
+
+
+class ChatPace(SQLModel, table=True):
+    __tablename__ = "chat_pace"
+
+    pace_key: str = Field(sa_type=String(200), primary_key=True)
+    next_turn: float = Field(sa_type=Float)  # seconds since the epoch
+
+
+@dataclass(frozen=True)
+class Turn:
+    """A turn ``wait`` seconds away: booked, or (not booked) when to come back and book one."""
+
+    booked: bool
+    wait: float
+
+
+def book_turn(*, db: Session, key: str, now: float, interval: float, horizon: float) -> Turn:
+    """Book the next turn of ``key`` unless it is more than ``horizon`` seconds away."""
+    with write_transaction(db):
+        booked = _advance(db, key, now=now, interval=interval, latest=now + horizon)
+        if booked is not None:
+            return Turn(booked=True, wait=max(booked - now, 0.0))
+        queued = db.exec(select(ChatPace.next_turn).where(ChatPace.pace_key == key)).one()
+        # Back when the turns booked so far leave room within the horizon, in line.
+        place = _advance(db, key + WAITING_LINE, now=queued - horizon, interval=interval)
+        assert place is not None
+        return Turn(booked=False, wait=max(place - now, 0.0))
+
+
+def hold_turns(*, db: Session, key: str, until: float) -> None:
+    """No turn of ``key`` before ``until`` (Slack asked to wait)."""
+    with write_transaction(db):
+        _ensure_row(db, key, until)
+        db.connection().execute(
+            update(ChatPace)
+            .where(col(ChatPace.pace_key) == key, col(ChatPace.next_turn) < until)
+            .values(next_turn=until)
+        )
+
+
+def wait_time(*, db: Session, key: str, now: float) -> float:
+    """Seconds until ``key``'s next turn (0 when it is free)."""
+    queued = db.exec(select(ChatPace.next_turn).where(ChatPace.pace_key == key)).first()
+    return 0.0 if queued is None else max(queued - now, 0.0)
+
+
+def _advance(
+    db: Session, key: str, *, now: float, interval: float, latest: float | None = None
+) -> float | None:
+    """Take ``key``'s next turn (not before ``now``, not after ``latest``); None if too late."""
+    _ensure_row(db, key, now)
+    turn = case((col(ChatPace.next_turn) < now, now), else_=col(ChatPace.next_turn))
+    condition = col(ChatPace.pace_key) == key
+    if latest is not None:
+        condition = condition & (col(ChatPace.next_turn) <= latest)
+    taken = (
+        db.connection()
+        .execute(
+            update(ChatPace)
+            .where(condition)
+            .values(next_turn=turn + interval)
+            .returning(col(ChatPace.next_turn))
+        )
+        .scalar()
+    )
+    return None if taken is None else float(taken) - interval
+
+
+def _ensure_row(db: Session, key: str, now: float) -> None:
+    insert_unless_present(db, ChatPace, key="pace_key", pace_key=key, next_turn=now)
