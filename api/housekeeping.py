@@ -19,15 +19,15 @@ PRUNE_EVERY_SECONDS = 600.0
 PAUSE_BETWEEN_BATCHES_SECONDS = 0.1  # let deliverers and decisions in between batches
 
 
-def prune_outbox(engine: Engine, retention: timedelta) -> int:
+def prune_outbox(engine: Engine, retention: timedelta, batch: int = PRUNE_BATCH) -> int:
     """Delete every event delivered longer than ``retention`` ago, a batch at a time."""
     pruned = 0
     before = utc_now() - retention
     while True:
         with db_scope(engine) as db:
-            deleted = prune_delivered(db=db, before=before)
+            deleted = prune_delivered(db=db, before=before, batch=batch)
         pruned += deleted
-        if deleted < PRUNE_BATCH:
+        if deleted < batch:
             return pruned
         time.sleep(PAUSE_BETWEEN_BATCHES_SECONDS)
 

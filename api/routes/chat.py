@@ -1,14 +1,29 @@
-"""The chat bot's doors into the API: its status, account linking, and Slack's HTTP mode."""
+"""The chat bot's doors into the API: its status and deliveries, account linking, and Slack's
+HTTP mode."""
+
+import dataclasses
+from typing import Annotated
 
 import pydantic
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Path, Query, Request, Response
 
 from api.deps import ChatDep, CurrentUser, DbDep
+from api.errors import more_error_responses
+from models.chat.channel_health import channel_health
 from models.chat.links import finish_chat_link
+from models.chat.messages import CARD_KINDS, DIRECT_MESSAGE_KINDS
 from models.chat.runtime import ChatStatus, SignedChatRequest
 from models.core import errors
 from models.core.clock import utc_now
 from models.core.request_body import RequestBody
+from models.delivery.deliveries import (
+    MAX_PAGE,
+    DeliveryPage,
+    DeliveryPublic,
+    DeliveryStatus,
+    list_deliveries,
+    retry_delivery,
+)
 from models.users.schema import UserPublic
 from models.users.service import require_admin
 
@@ -16,13 +31,50 @@ router = APIRouter(tags=["chat"])
 slack_router = APIRouter(tags=["chat"])
 
 
+CHAT_KINDS = CARD_KINDS + DIRECT_MESSAGE_KINDS
+MAX_ID = 2**63 - 1  # the largest id a database integer holds
+
+
 @router.get("/plugins/chat/status")
-def chat_status(user: CurrentUser, chat: ChatDep) -> ChatStatus:
-    """How the Slack bot is doing: connected, to which team, and its last error (admins)."""
+def chat_status(user: CurrentUser, chat: ChatDep, db: DbDep) -> ChatStatus:
+    """How the Slack bot is doing: connected, to which team, its last error, and how posting to
+    each channel goes (admins)."""
     require_admin(user)
     if chat is None:
         raise errors.NotConfigured("this process does not run the chat bot")
-    return chat.status()
+    return dataclasses.replace(chat.status(), channels=channel_health(db))
+
+
+@router.get("/plugins/chat/deliveries")
+def list_chat_deliveries(
+    user: CurrentUser,
+    db: DbDep,
+    status: DeliveryStatus = DeliveryStatus.FAILED,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
+    cursor: Annotated[str | None, Query(pattern=r"^\d{1,18}$")] = None,
+) -> DeliveryPage:
+    """Cards and direct messages by delivery status, newest first (admins).
+
+    failed: Slack will never take them as they were (the bot is not in the channel, the
+    channel is archived, ...) or they kept failing for a day; each says why. retrying: failed
+    for now, tried again with backoff. pending: not delivered yet.
+    """
+    require_admin(user)
+    return list_deliveries(db=db, kinds=CHAT_KINDS, status=status, limit=limit, cursor=cursor)
+
+
+@router.post(
+    "/plugins/chat/deliveries/{delivery_id}/retry",
+    status_code=201,
+    responses=more_error_responses({409: "The delivery has not failed (or was retried already)"}),
+)
+def retry_chat_delivery(
+    delivery_id: Annotated[int, Path(ge=1, le=MAX_ID)], user: CurrentUser, db: DbDep
+) -> DeliveryPublic:
+    """Deliver a failed card or direct message again, say once the bot was invited back into
+    the channel (admins). Answers the new delivery; the failed one records it as retried_as."""
+    require_admin(user)
+    return retry_delivery(db=db, kinds=CHAT_KINDS, delivery_id=delivery_id, now=utc_now())
 
 
 class ChatLinkIn(RequestBody):

@@ -11,7 +11,7 @@ import pydantic
 from sqlalchemy import String
 from sqlmodel import Field, Session, SQLModel, col, select
 
-from models.core.db import UTCDateTime, upsert
+from models.core.db import UTCDateTime, upsert, write_transaction
 
 MAX_ERROR_LENGTH = 200
 
@@ -47,15 +47,16 @@ def record_post(*, db: Session, channel: str, now: datetime) -> None:
 
 
 def record_failure(*, db: Session, channel: str, error: str, now: datetime) -> None:
-    """Slack will not take messages for ``channel`` (inside the caller's transaction)."""
-    upsert(
-        db,
-        ChatChannelHealth,
-        key="channel",
-        channel=channel,
-        last_error=error[:MAX_ERROR_LENGTH],
-        last_error_at=now,
-    )
+    """Slack will not take messages for ``channel``. Commit."""
+    with write_transaction(db):
+        upsert(
+            db,
+            ChatChannelHealth,
+            key="channel",
+            channel=channel,
+            last_error=error[:MAX_ERROR_LENGTH],
+            last_error_at=now,
+        )
 
 
 def channel_health(db: Session) -> list[ChannelHealth]:

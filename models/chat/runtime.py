@@ -5,7 +5,7 @@ The process that serves both wires a bot implementing ``ChatRuntime`` into the A
 """
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Protocol
@@ -14,6 +14,7 @@ import pydantic
 import pydantic.dataclasses
 from sqlalchemy import Engine
 
+from models.chat.channel_health import ChannelHealth
 from models.core.sealing import SecretBox
 from models.plugins.schema import PluginName
 from models.plugins.service import LiveCheck
@@ -45,6 +46,13 @@ class ChatStatus:
     bot_user_id: str | None
     last_error: str | None
     since: datetime
+    channels: Annotated[
+        list[ChannelHealth],
+        pydantic.Field(
+            description="Each channel the bot posted or tried to post to, failing ones first: "
+            "the connection can be fine while every post to one channel fails."
+        ),
+    ] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

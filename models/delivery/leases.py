@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import exists, or_, update
 from sqlalchemy.orm import aliased
 from sqlmodel import Session, col, select
+from sqlmodel.sql.expression import SelectOfScalar
 
 from models.core.db import write_transaction
 from models.delivery.outbox import EventKind, OutboxEvent, record_event
@@ -54,21 +55,25 @@ LEASED_COLUMNS = [
 ]
 
 
-def lease_deliverable_events(
-    *, db: Session, now: datetime, limit: int, kinds: Sequence[EventKind], lease: timedelta
-) -> list[LeasedEvent]:
-    """Lease up to ``limit`` due events of one lane (``kinds``), the oldest of each review."""
+def deliverable_events_query(
+    *, now: datetime, limit: int, kinds: Sequence[EventKind]
+) -> SelectOfScalar[int] | SelectOfScalar[None]:
+    """The ids of up to ``limit`` due events of one lane, the oldest undelivered of each review.
+
+    Every condition starts from ``delivered_at IS NULL``, which the partial indexes on
+    undelivered events match: the query costs what the backlog holds, not the whole table.
+    """
     older = aliased(OutboxEvent)
     older_pending = exists().where(
         col(older.review_id) == col(OutboxEvent.review_id),
-        col(older.kind).in_(kinds),
         col(older.delivered_at).is_(None),
         col(older.id) < col(OutboxEvent.id),
+        col(older.kind).in_(kinds),
     )
     lease_is_free = or_(
         col(OutboxEvent.leased_until).is_(None), col(OutboxEvent.leased_until) <= now
     )
-    due = (
+    return (
         select(OutboxEvent.id)
         .where(
             col(OutboxEvent.delivered_at).is_(None),
@@ -82,6 +87,16 @@ def lease_deliverable_events(
         )
         .order_by(col(OutboxEvent.id))
         .limit(limit)
+    )
+
+
+def lease_deliverable_events(
+    *, db: Session, now: datetime, limit: int, kinds: Sequence[EventKind], lease: timedelta
+) -> list[LeasedEvent]:
+    """Lease up to ``limit`` due events of one lane (``kinds``), the oldest of each review."""
+    due = deliverable_events_query(now=now, limit=limit, kinds=kinds)
+    lease_is_free = or_(
+        col(OutboxEvent.leased_until).is_(None), col(OutboxEvent.leased_until) <= now
     )
     candidates = [event_id for event_id in db.exec(due) if event_id is not None]
     if not candidates:

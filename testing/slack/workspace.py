@@ -198,6 +198,11 @@ class Workspace:
         with self._cond:
             self._channels_without_bot.add(channel_id)
 
+    def add_bot_to_channel(self, channel_id: str) -> None:
+        """The bot is invited (back) into the channel; undoes remove_bot_from_channel."""
+        with self._cond:
+            self._channels_without_bot.discard(channel_id)
+
     def remove_channel(self, channel_id: str) -> None:
         """Calls naming this channel answer ``channel_not_found`` from now on."""
         with self._cond:

@@ -1,7 +1,6 @@
-"""Delivery when the queue outlives a lease: every review gets exactly one card per channel.
-
-The lease and the pace are shortened by setting (a 1 s lease, ten cards a second): thirty
-reviews for one channel keep the deliverer busy three times longer than one lease.
+"""Delivery that does not go as planned: a queue longer than a lease, a post Slack took without
+answering, a channel the bot was removed from. Every review still gets exactly one card per
+channel, and an admin sees (and can retry) what could not be delivered.
 """
 
 import pytest
@@ -9,7 +8,13 @@ from sqlalchemy import text
 
 from models.core.db import create_db_engine
 from testing.slack import text_of
-from tests.e2e.slack.gateway import CHANNEL, database_url_of, serving_gateway
+from tests.e2e.slack.gateway import (
+    CHANNEL,
+    card_of,
+    database_url_of,
+    serving_gateway,
+    wait_for_text,
+)
 
 REVIEWS = 30
 
@@ -28,6 +33,8 @@ def undelivered_events(environment: dict[str, str]) -> int:
 # SQLite: the claims keeping cards single are tested on both databases in tests/models.
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_a_backlog_longer_than_a_lease_gets_one_card_per_review(environment, slack, tmp_path):
+    # The lease and the pace are shortened by setting (a 1 s lease, ten cards a second): thirty
+    # reviews for one channel keep the deliverer busy three times longer than one lease.
     environment["ACCESSGATE_OUTBOX_LEASE_SECONDS"] = "1"
     environment["ACCESSGATE_SLACK_CHANNEL_MESSAGES_PER_SECOND"] = "10"
     slack.pace_channels(10.0, burst=1)
@@ -61,3 +68,61 @@ def test_a_backlog_longer_than_a_lease_gets_one_card_per_review(environment, sla
     assert counts == dict.fromkeys(review_ids, 1), "one card per review, never a second"
     assert settled == REVIEWS
     assert slack.pacing_violations == 0
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_a_card_slack_posted_without_answering_is_adopted_not_posted_twice(
+    environment, gateway, slack
+):
+    # Slack posts the card, then its answer is lost: an HTTP 500 instead of the ts.
+    slack.fail_next("chat.postMessage", status=500, after_handling=True)
+    session = gateway.open_session()
+
+    card = card_of(slack, session)
+    slack.wait_for(
+        lambda: undelivered_events(environment) == 0, message="the card was never settled"
+    )
+    assert len(slack.calls_to("chat.postMessage")) == 1, "found in the channel, not re-posted"
+    assert slack.calls_to("conversations.history"), "looked for in the channel"
+    gateway.approve(session)
+    wait_for_text(slack, CHANNEL, card.ts, "APPROVED")  # the adopted card is the one rewritten
+    assert len(slack.messages(CHANNEL)) == 1
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_a_channel_the_bot_left_shows_failing_and_its_cards_can_be_retried(gateway, slack):
+    slack.remove_bot_from_channel(CHANNEL)
+    session = gateway.open_session()
+
+    slack.wait_for(
+        lambda: gateway.chat_status()["channels"], message="the failing channel never showed"
+    )
+    status = gateway.chat_status()
+    assert status["state"] == "connected", "the connection itself is fine"
+    [channel] = status["channels"]
+    assert (channel["channel"], channel["state"]) == (CHANNEL, "failing")
+    assert channel["last_error"] == "not_in_channel"
+    failed = gateway.api.get("/plugins/chat/deliveries", headers=gateway.admin).json()
+    [delivery] = failed["items"]
+    assert delivery["review_id"] == session["review"]["id"]
+    assert delivery["status"] == "failed"
+    assert "not_in_channel" in delivery["error"]
+    assert failed["next_cursor"] is None
+    retry = f"/plugins/chat/deliveries/{delivery['id']}/retry"
+    assert gateway.api.post(retry, headers=gateway.reviewer).status_code == 403
+
+    slack.add_bot_to_channel(CHANNEL)  # someone invites the bot back
+    retried = gateway.api.post(retry, headers=gateway.admin)
+
+    assert retried.status_code == 201, retried.text
+    card_of(slack, session)
+    slack.wait_for(
+        lambda: gateway.chat_status()["channels"][0]["state"] == "ok",
+        message="the channel never recovered",
+    )
+    assert gateway.api.get("/plugins/chat/deliveries", headers=gateway.admin).json()["items"] == []
+    again = gateway.api.post(retry, headers=gateway.admin)
+    assert again.status_code == 409
+    assert "retried" in again.json()["message"]
+    unknown = gateway.api.post("/plugins/chat/deliveries/999999/retry", headers=gateway.admin)
+    assert unknown.status_code == 404
