@@ -469,7 +469,13 @@ class Notifier:
         ``channel``, a post that may have landed unanswered is looked for there first.
         """
         claim = await self._database.run(
-            lambda db: claim_delivery(db=db, delivery_key=key, event=event, now=utc_now())
+            lambda db: claim_delivery(
+                db=db,
+                delivery_key=key,
+                event=event,
+                now=utc_now(),
+                abandoned_after=self._lease_period,
+            )
         )
         if claim.claim is Claim.LEASE_LOST:
             raise LeaseLost

@@ -75,8 +75,8 @@ def web_client(*, token: str, api_url: str) -> AsyncWebClient:
     return AsyncWebClient(token=token, base_url=api_url, retry_handlers=retry_handlers)
 
 
-# Long enough for a slow Slack; short enough that a post whose answer never came is looked for
-# (see ``models.chat.messages``) well before its claim counts as abandoned.
+# Long enough for a slow Slack; short enough that a post whose answer never came is soon looked
+# for in the channel (see ``models.chat.messages``) and delivered by the next attempt.
 POST_TIMEOUT_SECONDS = 10
 
 

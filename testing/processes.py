@@ -5,6 +5,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -28,9 +29,24 @@ def accessgate(environment: dict[str, str], *args: str) -> subprocess.CompletedP
     )
 
 
+@dataclass
+class ServerProcess:
+    """An `accessgate serve` process and the API base URL it answers on."""
+
+    url: str
+    process: subprocess.Popen[bytes]
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown, no lease given back, as when the machine dies."""
+        self.process.kill()
+        self.process.wait(timeout=10)
+
+
 @contextmanager
-def running_server(environment: dict[str, str], port: int, log_path: Path) -> Iterator[str]:
-    """Run `accessgate serve` until the block ends; yield its API base URL once it answers."""
+def server_process(
+    environment: dict[str, str], port: int, log_path: Path
+) -> Iterator[ServerProcess]:
+    """Run `accessgate serve` until the block ends (or it is killed); yield it once it answers."""
     with log_path.open("wb") as log:
         process = subprocess.Popen(
             [*ACCESSGATE, "serve", "--port", str(port), "--log-level", "warning"],
@@ -50,7 +66,15 @@ def running_server(environment: dict[str, str], port: int, log_path: Path) -> It
             if process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"accessgate serve did not start:\n{log_path.read_text()}")
             time.sleep(0.1)
-        yield base_url
+        yield ServerProcess(base_url, process)
     finally:
-        process.terminate()
+        if process.poll() is None:
+            process.terminate()
         process.wait(timeout=10)
+
+
+@contextmanager
+def running_server(environment: dict[str, str], port: int, log_path: Path) -> Iterator[str]:
+    """Run `accessgate serve` until the block ends; yield its API base URL once it answers."""
+    with server_process(environment, port, log_path) as server:
+        yield server.url

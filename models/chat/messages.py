@@ -124,17 +124,23 @@ class ClaimResult:
     since: datetime | None = None  # RECHECK: when the post that may have landed was claimed
 
 
-# Longer than any one post takes: the poster's timeout, without client-side retries.
-CLAIM_ABANDONED_AFTER = timedelta(seconds=30)
+# By default; deliverers pass their lease period: a holder past its lease has lost its fence,
+# and if it is mid-post after all, the next holder looks in the channel before posting.
+CLAIM_ABANDONED_AFTER = timedelta(seconds=60)
 
 
 def claim_delivery(
-    *, db: Session, delivery_key: str, event: LeasedEvent, now: datetime
+    *,
+    db: Session,
+    delivery_key: str,
+    event: LeasedEvent,
+    now: datetime,
+    abandoned_after: timedelta = CLAIM_ABANDONED_AFTER,
 ) -> ClaimResult:
     """Claim the right to post the message of ``delivery_key``; at most one holder at a time.
 
     Only the deliverer still holding ``event``'s lease may claim: one that lost it stops here,
-    before its next call to Slack.
+    before its next call to Slack. A claim older than ``abandoned_after`` is taken over.
     """
     with write_transaction(db):
         if not lease_is_held(db=db, event=event, now=now):
@@ -157,7 +163,7 @@ def claim_delivery(
                     col(ChatDeliveryClaim.delivery_key) == delivery_key,
                     or_(
                         col(ChatDeliveryClaim.uncertain),
-                        col(ChatDeliveryClaim.claimed_at) < now - CLAIM_ABANDONED_AFTER,
+                        col(ChatDeliveryClaim.claimed_at) < now - abandoned_after,
                     ),
                 )
                 .with_for_update()

@@ -48,6 +48,13 @@ class SocketMode(WebApi):
         with self._cond:
             return len(self._live_connections(self._app_for_token(app_token).app_id))
 
+    def socket_connections_with(self, app_token: str) -> int:
+        """Open Socket Mode connections opened with this very app token (of rotated ones)."""
+        with self._cond:
+            app_id = self._app_for_token(app_token).app_id
+            live = self._live_connections(app_id)
+            return sum(1 for connection in live if connection.app_token == app_token)
+
     def wait_connected(self, app_token: str, timeout: float = 10.0, count: int = 1) -> None:
         self.wait_for(
             lambda: self.socket_connections(app_token) >= count,
