@@ -34,6 +34,7 @@ bench: $(INSTALLED) postgres-binaries wrk
 	$(BIN)/python -m bench.reviews || status=$$?; \
 	$(BIN)/python -m bench.handshake || status=$$?; \
 	$(BIN)/python -m bench.slack || status=$$?; \
+	$(BIN)/python -m bench.outbox || status=$$?; \
 	exit $$status
 
 # The tests start throwaway PostgreSQL clusters from the machine's own binaries.

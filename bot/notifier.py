@@ -85,6 +85,8 @@ logger = logging.getLogger("accessgate.bot.notifier")
 # turn never hold back anyone's cards.
 CARD_SLOTS = 200
 DM_SLOTS = 50
+# Events leased per query: a short write, however long the backlog (more follow at once).
+LEASE_BATCH = 50
 # How far ahead a direct message books its turn: a requester with fifty decisions to hear of
 # waits in the outbox, not in the DM lane's slots.
 DM_HORIZON_SECONDS = 1.5
@@ -248,7 +250,7 @@ class Notifier:
             self._wake.clear()
             more_waiting = False
             for lane in self._lanes:
-                free = lane.slots - len(lane.in_flight)
+                free = min(lane.slots - len(lane.in_flight), LEASE_BATCH)
                 events = await self._lease(lane, free) if free > 0 else []
                 for event in events:
                     if event.id in lane.in_flight:

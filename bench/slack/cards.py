@@ -26,16 +26,20 @@ from bench.slack.records import (
 from testing.slack import Message, SlackServer, text_of
 
 
-def open_reviews(api_url: str, requester: dict[str, str], count: int) -> list[OpenedReview]:
-    """Open ``count`` sessions round-robin over the connections, CONCURRENCY POSTs at a time."""
+def open_reviews(
+    api_url: str | list[str], requester: dict[str, str], count: int, channels: int = CHANNELS
+) -> list[OpenedReview]:
+    """Open ``count`` sessions round-robin over the first ``channels`` connections (and over
+    the replicas, given several API URLs, as a load balancer would), CONCURRENCY at a time."""
+    api_urls = [api_url] if isinstance(api_url, str) else api_url
     local = threading.local()
 
     def open_one(number: int) -> OpenedReview:
-        if not hasattr(local, "client"):
-            local.client = httpx.Client(base_url=api_url, timeout=60)
-        index = number % CHANNELS
+        if not hasattr(local, "clients"):
+            local.clients = [httpx.Client(base_url=url, timeout=60) for url in api_urls]
+        index = number % channels
         sent_at = time.monotonic()
-        response = local.client.post(
+        response = local.clients[number % len(api_urls)].post(
             "/sessions",
             json={"connection": connection_name(index), "script": f"select {number}"},
             headers=requester,

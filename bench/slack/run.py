@@ -16,6 +16,7 @@ from bench.harness import (
     server_log,
 )
 from bench.slack.bot_setup import create_people, set_up_chat, slack_server_env, slack_workspace
+from bench.slack.cluster import REPLICAS, measure_cluster
 from bench.slack.phases import measure_baseline, measure_burst, measure_clicks, note_direct_messages
 from bench.slack.records import (
     CHANNELS,
@@ -36,7 +37,8 @@ def main() -> int:
 
 
 def measure_all() -> tuple[str, bool]:
-    """Every phase against one server on SQLite and the Slack-compatible server."""
+    """Every phase against one server on SQLite and the Slack-compatible server, then the
+    cluster phases against three replicas on PostgreSQL."""
     started = time.perf_counter()
     outcome = Outcome()
     log_path = RESULTS_DIR / "server-slack.log"
@@ -50,6 +52,8 @@ def measure_all() -> tuple[str, bool]:
             print(f"server up at {base_url}", flush=True)
             run_phases(f"{base_url}/api", slack, people, outcome)
     note_server_log(log_path, outcome)
+    for replica_log in measure_cluster(outcome):
+        note_server_log(replica_log, outcome)
     return render_report(outcome, time.perf_counter() - started), bool(outcome.problems)
 
 
@@ -86,7 +90,8 @@ def render_report(outcome: Outcome, elapsed: float) -> str:
     lines = [
         "# Slack bot benchmark",
         "",
-        f"{utc_now():%Y-%m-%d %H:%M} UTC, {os.cpu_count()} CPUs, SQLite, {CHANNELS} channels; "
+        f"{utc_now():%Y-%m-%d %H:%M} UTC, {os.cpu_count()} CPUs, one server on SQLite, then "
+        f"{REPLICAS} replicas on one PostgreSQL (cluster rows), {CHANNELS} channels; "
         f"Slack-compatible server in the load generator's process enforcing "
         f"{SLACK_MESSAGES_PER_SECOND:g} message/s per channel; {CONCURRENCY} requests or clicks "
         f"in flight; run took {elapsed:.0f} s.",

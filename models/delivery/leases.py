@@ -98,28 +98,31 @@ def lease_deliverable_events(
     lease_is_free = or_(
         col(OutboxEvent.leased_until).is_(None), col(OutboxEvent.leased_until) <= now
     )
-    candidates = [event_id for event_id in db.exec(due) if event_id is not None]
-    if not candidates:
-        db.rollback()  # end the read transaction: SQLite readers pin the WAL
-        return []
-    token = secrets.token_hex(16)
-    with write_transaction(db):
-        # Leases are taken only where nobody took one since the read: each row has one winner
-        # (PostgreSQL re-checks the condition on rows another transaction just leased).
-        taken = (
-            db.connection()
-            .execute(
-                update(OutboxEvent)
-                .where(
-                    col(OutboxEvent.id).in_(candidates),
-                    col(OutboxEvent.delivered_at).is_(None),
-                    lease_is_free,
-                )
-                .values(leased_until=now + lease, lease_token=token)
-                .returning(*LEASED_COLUMNS)
+    take = update(OutboxEvent).values(leased_until=now + lease, lease_token=secrets.token_hex(16))
+    if db.get_bind().dialect.name == "postgresql":
+        # One statement: the due rows are locked as they are chosen, and rows another
+        # deliverer is leasing this instant are skipped rather than waited for.
+        chosen = due.with_for_update(skip_locked=True, of=OutboxEvent).scalar_subquery()
+        with write_transaction(db):
+            taken = (
+                db.connection()
+                .execute(take.where(col(OutboxEvent.id).in_(chosen)).returning(*LEASED_COLUMNS))
+                .all()
             )
-            .all()
-        )
+    else:
+        # SQLite: look first, without the write lock (nothing due is the common case), then
+        # take only what nobody took since the look.
+        candidates = [event_id for event_id in db.exec(due) if event_id is not None]
+        if not candidates:
+            db.rollback()  # end the read transaction: SQLite readers pin the WAL
+            return []
+        with write_transaction(db):
+            still_free = take.where(
+                col(OutboxEvent.id).in_(candidates),
+                col(OutboxEvent.delivered_at).is_(None),
+                lease_is_free,
+            )
+            taken = db.connection().execute(still_free.returning(*LEASED_COLUMNS)).all()
     leased = [
         LeasedEvent(
             id=row.id,
