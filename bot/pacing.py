@@ -1,19 +1,24 @@
 """Slack's pace for new messages, the same for every replica: about one per second per channel.
 
 Turns come from the schedule in the database (``models.chat.pace``), so three replicas posting
-to one channel take turns instead of each posting at Slack's full rate. A turn further away
+to one channel take turns instead of each posting at Slack's full rate; and a post also waits
+an interval after Slack answered the one before, whichever replica posted it, so a post that
+went out late never brings the next one closer than Slack allows. A turn further away
 than the horizon is not waited for in memory: ``NotYourTurn`` sends the message's event back
 to the outbox until about when its turn comes.
 """
 
 import asyncio
+import logging
 import time
 from collections import defaultdict
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from bot.database import Database
-from models.chat.pace import book_turn, hold_turns, wait_time
+from models.chat.pace import book_turn, hold_turns, last_answer, record_answer, wait_time
+
+logger = logging.getLogger("accessgate.bot.pacing")
 
 # A hair over Slack's interval: a post reaching Slack some milliseconds late (a busy process)
 # must not bring it closer to the next turn, another replica's, than Slack allows.
@@ -40,10 +45,6 @@ class SlackPace:
         self._database = database
         gap = 1.0 / messages_per_second
         self._interval = gap + max(MARGIN_SECONDS, gap * MARGIN_SHARE)
-        # When Slack last answered this process's post to each key: its own posts are never
-        # closer together than the interval, counted from that answer, even when the one
-        # before reached Slack late.
-        self._last_answered: dict[str, float] = {}
         self._posting: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
 
     @asynccontextmanager
@@ -69,14 +70,21 @@ class SlackPace:
         # must not push the post later than its turn (and so closer to the next one).
         turn_at = booked_at + LEAD_SECONDS + turn.wait
         async with self._posting[key]:  # this process's posts to a key go one at a time
-            since_last = time.monotonic() - self._last_answered.get(key, float("-inf"))
-            wait = max(turn_at - time.time(), self._interval - since_last)
-            if wait > 0:
-                await asyncio.sleep(wait)
+            await _sleep_until(turn_at)
+            # The post before this turn may have gone out late: wait an interval after its
+            # answer, whichever replica posted it.
+            answered = await self._database.run(lambda db: last_answer(db=db, key=key))
+            await _sleep_until(answered + self._interval)
             try:
                 yield
             finally:
-                self._last_answered[key] = time.monotonic()
+                await asyncio.shield(self._record_answer(key, time.time()))
+
+    async def _record_answer(self, key: str, at: float) -> None:
+        try:
+            await self._database.run(lambda db: record_answer(db=db, key=key, at=at))
+        except Exception:
+            logger.exception("could not record Slack's answer for %s", key)
 
     async def hold(self, key: str, seconds: float) -> None:
         """Slack asked to wait (429 Retry-After): no replica takes a turn of ``key`` before."""
@@ -86,3 +94,10 @@ class SlackPace:
     async def wait_time(self, key: str) -> float:
         """Seconds until ``key`` is free again (a method Slack rate-limited, say)."""
         return await self._database.run(lambda db: wait_time(db=db, key=key, now=time.time()))
+
+
+async def _sleep_until(moment: float) -> None:
+    """Sleep until ``moment`` (seconds since the epoch), if it is still ahead."""
+    wait = moment - time.time()
+    if wait > 0:
+        await asyncio.sleep(wait)

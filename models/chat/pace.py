@@ -7,6 +7,11 @@ time, not a monotonic clock). Booking a turn moves ``next_turn`` one interval on
 so two replicas booking at once get two different turns; a 429 anywhere pushes it back for the
 whole cluster.
 
+A turn is a booking, and a busy process may send its post some milliseconds late, closer to
+the next turn (another replica's) than they were booked. So the poster of a turn also waits
+until an interval has passed since Slack answered the key's previous call (``last_answer``),
+whoever made it: posts never reach Slack closer together than the interval.
+
 Turns are booked at most ``horizon`` ahead: a replica that dies loses at most that much of a
 channel's schedule, and a deliverer never waits in memory longer than its lease. A message
 whose turn is further away books a place in the key's waiting line instead, which says when to
@@ -29,6 +34,8 @@ class ChatPace(SQLModel, table=True):
 
     pace_key: str = Field(sa_type=String(200), primary_key=True)
     next_turn: float = Field(sa_type=Float)  # seconds since the epoch
+    # When Slack answered the key's latest call, whichever replica made it.
+    last_answer: float = Field(default=0.0, sa_type=Float, sa_column_kwargs={"server_default": "0"})
 
 
 @dataclass(frozen=True)
@@ -60,6 +67,23 @@ def hold_turns(*, db: Session, key: str, until: float) -> None:
             update(ChatPace)
             .where(col(ChatPace.pace_key) == key, col(ChatPace.next_turn) < until)
             .values(next_turn=until)
+        )
+
+
+def last_answer(*, db: Session, key: str) -> float:
+    """When Slack answered the latest call of ``key`` (0 if none was made)."""
+    answered = db.exec(select(ChatPace.last_answer).where(ChatPace.pace_key == key)).first()
+    db.rollback()  # end the read: SQLite readers pin the WAL
+    return answered or 0.0
+
+
+def record_answer(*, db: Session, key: str, at: float) -> None:
+    """Slack answered a call of ``key`` at ``at``."""
+    with write_transaction(db):
+        db.connection().execute(
+            update(ChatPace)
+            .where(col(ChatPace.pace_key) == key, col(ChatPace.last_answer) < at)
+            .values(last_answer=at)
         )
 
 
