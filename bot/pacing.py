@@ -1,11 +1,11 @@
 """Slack's pace for new messages, the same for every replica: about one per second per channel.
 
 Turns come from the schedule in the database (``models.chat.pace``), so three replicas posting
-to one channel take turns instead of each posting at Slack's full rate; and a post also waits
-an interval after Slack answered the one before, whichever replica posted it, so a post that
-went out late never brings the next one closer than Slack allows. A turn further away
-than the horizon is not waited for in memory: ``NotYourTurn`` sends the message's event back
-to the outbox until about when its turn comes.
+to one channel take turns instead of each posting at Slack's full rate. A post also waits until
+the one before was sent and answered an interval ago, whichever replica made it, so a post that
+went out late (or is still on its way) never brings the next one closer than Slack allows. A
+turn further away than the horizon is not waited for in memory: ``NotYourTurn`` sends the
+message's event back to the outbox until about when its turn comes.
 """
 
 import asyncio
@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from bot.database import Database
-from models.chat.pace import book_turn, hold_turns, last_answer, record_answer, wait_time
+from models.chat.pace import book_turn, hold_turns, record_answer, start_call, wait_time
 
 logger = logging.getLogger("accessgate.bot.pacing")
 
@@ -28,6 +28,9 @@ MARGIN_SHARE = 0.05
 # back fits in it, so even the first post of an idle channel goes out at its turn, not late
 # (a late post would come closer to the next one than they were booked).
 LEAD_SECONDS = 0.05
+# A call still on its way when this one's turn came is waited for this many times at most
+# (each wait is about one interval): a crashed caller's moment never blocks the key for long.
+MAX_START_ATTEMPTS = 5
 
 
 class NotYourTurn(Exception):
@@ -71,10 +74,15 @@ class SlackPace:
         turn_at = booked_at + LEAD_SECONDS + turn.wait
         async with self._posting[key]:  # this process's posts to a key go one at a time
             await _sleep_until(turn_at)
-            # The post before this turn may have gone out late: wait an interval after its
-            # answer, whichever replica posted it.
-            answered = await self._database.run(lambda db: last_answer(db=db, key=key))
-            await _sleep_until(answered + self._interval)
+            # The call before this turn may have gone out late (or be on its way still): wait
+            # an interval after it was sent and answered, whichever replica made it.
+            for _ in range(MAX_START_ATTEMPTS):
+                wait = await self._database.run(
+                    lambda db: start_call(db=db, key=key, now=time.time(), interval=self._interval)
+                )
+                if wait == 0:
+                    break
+                await asyncio.sleep(wait)
             try:
                 yield
             finally:

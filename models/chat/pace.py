@@ -7,10 +7,11 @@ time, not a monotonic clock). Booking a turn moves ``next_turn`` one interval on
 so two replicas booking at once get two different turns; a 429 anywhere pushes it back for the
 whole cluster.
 
-A turn is a booking, and a busy process may send its post some milliseconds late, closer to
-the next turn (another replica's) than they were booked. So the poster of a turn also waits
-until an interval has passed since Slack answered the key's previous call (``last_answer``),
-whoever made it: posts never reach Slack closer together than the interval.
+A turn is a booking, and a busy process may send its post late, closer to the next turn
+(another replica's) than they were booked. So the poster of a turn also takes the moment of
+its call (``start_call``), which it gets only once an interval has passed since the key's
+previous call was sent and answered (``last_call``), whoever made it: posts never reach Slack
+closer together than the interval.
 
 Turns are booked at most ``horizon`` ahead: a replica that dies loses at most that much of a
 channel's schedule, and a deliverer never waits in memory longer than its lease. A message
@@ -34,8 +35,8 @@ class ChatPace(SQLModel, table=True):
 
     pace_key: str = Field(sa_type=String(200), primary_key=True)
     next_turn: float = Field(sa_type=Float)  # seconds since the epoch
-    # When Slack answered the key's latest call, whichever replica made it.
-    last_answer: float = Field(default=0.0, sa_type=Float, sa_column_kwargs={"server_default": "0"})
+    # When the key's latest call was sent, then answered, whichever replica made it.
+    last_call: float = Field(default=0.0, sa_type=Float, sa_column_kwargs={"server_default": "0"})
 
 
 @dataclass(frozen=True)
@@ -70,11 +71,20 @@ def hold_turns(*, db: Session, key: str, until: float) -> None:
         )
 
 
-def last_answer(*, db: Session, key: str) -> float:
-    """When Slack answered the latest call of ``key`` (0 if none was made)."""
-    answered = db.exec(select(ChatPace.last_answer).where(ChatPace.pace_key == key)).first()
-    db.rollback()  # end the read: SQLite readers pin the WAL
-    return answered or 0.0
+def start_call(*, db: Session, key: str, now: float, interval: float) -> float:
+    """Take the moment ``now`` to call Slack for ``key`` if the key's previous call was sent,
+    and answered, at least ``interval`` ago; otherwise return the seconds left to wait."""
+    with write_transaction(db):
+        started = db.connection().execute(
+            update(ChatPace)
+            .where(col(ChatPace.pace_key) == key, col(ChatPace.last_call) <= now - interval)
+            .values(last_call=now)
+            .returning(col(ChatPace.pace_key))
+        )
+        if started.first() is not None:
+            return 0.0
+        last_call = db.exec(select(ChatPace.last_call).where(ChatPace.pace_key == key)).one()
+        return max(last_call + interval - now, 0.001)
 
 
 def record_answer(*, db: Session, key: str, at: float) -> None:
@@ -82,8 +92,8 @@ def record_answer(*, db: Session, key: str, at: float) -> None:
     with write_transaction(db):
         db.connection().execute(
             update(ChatPace)
-            .where(col(ChatPace.pace_key) == key, col(ChatPace.last_answer) < at)
-            .values(last_answer=at)
+            .where(col(ChatPace.pace_key) == key, col(ChatPace.last_call) < at)
+            .values(last_call=at)
         )
 
 

@@ -46,7 +46,7 @@ def upgrade() -> None:
         "chat_pace",
         sa.Column("pace_key", sa.String(length=200), nullable=False),
         sa.Column("next_turn", sa.Float(), nullable=False),
-        sa.Column("last_answer", sa.Float(), nullable=False, server_default="0"),
+        sa.Column("last_call", sa.Float(), nullable=False, server_default="0"),
         sa.PrimaryKeyConstraint("pace_key"),
     )
     op.create_table(
