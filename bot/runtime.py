@@ -55,7 +55,10 @@ class ChatBot:
         self._database = Database(engine)  # the supervisor's and the listeners' work
         # Delivery has threads of its own: a burst of clicks must not queue card updates.
         self._delivery_database = Database(engine)
-        self._pace = SlackPace(self._delivery_database, settings.slack_channel_messages_per_second)
+        # Slack's pace has threads of its own too: the moment a post takes must not wait behind
+        # the notifier's reads, or the post goes out late.
+        self._pace_database = Database(engine)
+        self._pace = SlackPace(self._pace_database, settings.slack_channel_messages_per_second)
         self._connection: SlackConnection | None = None
         self._refused: ChatConfig | None = None  # stored, but Slack will not take it
         self._identity: SlackIdentity | None = None  # who Slack said the bot is, last time
@@ -114,6 +117,7 @@ class ChatBot:
             self._connection = None
         self._database.close()
         self._delivery_database.close()
+        self._pace_database.close()
 
     # -- supervising ----------------------------------------------------------------------------
 

@@ -36,7 +36,12 @@ def open_reviews(
 
     def open_one(number: int) -> OpenedReview:
         if not hasattr(local, "clients"):
-            local.clients = [httpx.Client(base_url=url, timeout=60) for url in api_urls]
+            # Idle connections are dropped before the server's 5 s keep-alive ends: a POST on a
+            # connection the server is closing would fail without being answered.
+            limits = httpx.Limits(keepalive_expiry=2.0)
+            local.clients = [
+                httpx.Client(base_url=url, timeout=60, limits=limits) for url in api_urls
+            ]
         index = number % channels
         sent_at = time.monotonic()
         response = local.clients[number % len(api_urls)].post(

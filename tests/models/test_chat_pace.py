@@ -6,7 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from models.chat.pace import book_turn, hold_turns, wait_time
+from models.chat.pace import book_turn, hold_turns, record_answer, start_call, wait_time
 from models.core.db import db_scope
 
 pytestmark = pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
@@ -57,3 +57,18 @@ def test_a_rate_limit_holds_every_deliverer_until_it_ends(engine):
 
     assert book(engine).wait == 10.0, "no turn before Slack's Retry-After ends"
     assert book(engine).wait == 11.0
+
+
+def test_a_call_starts_only_an_interval_after_the_previous_was_sent_and_answered(engine):
+    book(engine)  # the key exists once a turn was booked
+    with db_scope(engine) as db:
+        assert start_call(db=db, key="C0DBA", now=NOW, interval=INTERVAL) == 0.0
+        # Another replica's turn came 0.6 s later, while that call was still on its way.
+        assert start_call(db=db, key="C0DBA", now=NOW + 0.6, interval=INTERVAL) == pytest.approx(
+            0.4
+        )
+        record_answer(db=db, key="C0DBA", at=NOW + 0.9)  # Slack answered late
+        assert start_call(db=db, key="C0DBA", now=NOW + 1.0, interval=INTERVAL) == pytest.approx(
+            0.9
+        )
+        assert start_call(db=db, key="C0DBA", now=NOW + 1.9, interval=INTERVAL) == 0.0
