@@ -27,7 +27,7 @@ format: $(INSTALLED)
 	$(BIN)/ruff format .
 
 test: $(INSTALLED) postgres-binaries oidc-provider check
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2
 
 bench: $(INSTALLED) postgres-binaries wrk
 	status=0; \
