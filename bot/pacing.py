@@ -2,8 +2,8 @@
 
 Turns come from the schedule in the database (``models.chat.pace``), so three replicas posting
 to one channel take turns instead of each posting at Slack's full rate. A post also waits until
-the one before was sent and answered an interval ago, whichever replica made it, so a post that
-went out late (or is still on its way) never brings the next one closer than Slack allows. A
+the one before was answered an interval ago, whichever replica made it, so a post that went
+out late (or is still on its way) never brings the next one closer than Slack allows. A
 turn further away than the horizon is not waited for in memory: ``NotYourTurn`` sends the
 message's event back to the outbox until about when its turn comes.
 """
@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from bot.database import Database
+from bot.slack_api import POST_TIMEOUT_SECONDS
 from models.chat.pace import book_turn, hold_turns, record_answer, start_call, wait_time
 
 logger = logging.getLogger("accessgate.bot.pacing")
@@ -28,9 +29,9 @@ MARGIN_SHARE = 0.05
 # back fits in it, so even the first post of an idle channel goes out at its turn, not late
 # (a late post would come closer to the next one than they were booked).
 LEAD_SECONDS = 0.05
-# A call still on its way when this one's turn came is waited for this many times at most
-# (each wait is about one interval): a crashed caller's moment never blocks the key for long.
-MAX_START_ATTEMPTS = 5
+# A call started this long ago without an answer was abandoned (its caller died): longer than
+# any post takes, the poster's timeout included.
+CALL_ABANDONED_AFTER_SECONDS = POST_TIMEOUT_SECONDS + 5
 
 
 class NotYourTurn(Exception):
@@ -74,19 +75,31 @@ class SlackPace:
         turn_at = booked_at + LEAD_SECONDS + turn.wait
         async with self._posting[key]:  # this process's posts to a key go one at a time
             await _sleep_until(turn_at)
-            # The call before this turn may have gone out late (or be on its way still): wait
-            # an interval after it was sent and answered, whichever replica made it.
-            for _ in range(MAX_START_ATTEMPTS):
-                wait = await self._database.run(
-                    lambda db: start_call(db=db, key=key, now=time.time(), interval=self._interval)
-                )
-                if wait == 0:
-                    break
-                await asyncio.sleep(wait)
+            # The call before this turn may have gone out late, or be on its way still: wait
+            # until it was answered an interval ago, whichever replica made it.
+            await self._start_call(key)
             try:
                 yield
             finally:
                 await asyncio.shield(self._record_answer(key, time.time()))
+
+    async def _start_call(self, key: str) -> None:
+        """Take the moment of this call; NotYourTurn if the previous one takes too long."""
+        deadline = time.time() + CALL_ABANDONED_AFTER_SECONDS
+        while time.time() < deadline:
+            wait = await self._database.run(
+                lambda db: start_call(
+                    db=db,
+                    key=key,
+                    now=time.time(),
+                    interval=self._interval,
+                    abandoned_after=CALL_ABANDONED_AFTER_SECONDS,
+                )
+            )
+            if wait == 0:
+                return
+            await asyncio.sleep(wait)
+        raise NotYourTurn(self._interval)
 
     async def _record_answer(self, key: str, at: float) -> None:
         try:

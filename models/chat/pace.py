@@ -9,9 +9,9 @@ whole cluster.
 
 A turn is a booking, and a busy process may send its post late, closer to the next turn
 (another replica's) than they were booked. So the poster of a turn also takes the moment of
-its call (``start_call``), which it gets only once an interval has passed since the key's
-previous call was sent and answered (``last_call``), whoever made it: posts never reach Slack
-closer together than the interval.
+its call (``start_call``), which it gets only once the key's previous call was answered an
+interval ago, whoever made it: like one process posting one message at a time, posts never
+reach Slack closer together than the interval, however late each was sent.
 
 Turns are booked at most ``horizon`` ahead: a replica that dies loses at most that much of a
 channel's schedule, and a deliverer never waits in memory longer than its lease. A message
@@ -22,12 +22,13 @@ will be posted, rather than all at once.
 
 from dataclasses import dataclass
 
-from sqlalchemy import Float, String, case, update
+from sqlalchemy import Float, String, and_, case, or_, update
 from sqlmodel import Field, Session, SQLModel, col, select
 
 from models.core.db import insert_unless_present, write_transaction
 
 WAITING_LINE = "#waiting"
+ANSWER_POLL_SECONDS = 0.05
 
 
 class ChatPace(SQLModel, table=True):
@@ -35,8 +36,14 @@ class ChatPace(SQLModel, table=True):
 
     pace_key: str = Field(sa_type=String(200), primary_key=True)
     next_turn: float = Field(sa_type=Float)  # seconds since the epoch
-    # When the key's latest call was sent, then answered, whichever replica made it.
-    last_call: float = Field(default=0.0, sa_type=Float, sa_column_kwargs={"server_default": "0"})
+    # When the key's latest call started, and when the latest answer came, whichever replica
+    # made it: a call is on its way while the answer is older than the start.
+    call_started: float = Field(
+        default=0.0, sa_type=Float, sa_column_kwargs={"server_default": "0"}
+    )
+    call_answered: float = Field(
+        default=0.0, sa_type=Float, sa_column_kwargs={"server_default": "0"}
+    )
 
 
 @dataclass(frozen=True)
@@ -71,29 +78,39 @@ def hold_turns(*, db: Session, key: str, until: float) -> None:
         )
 
 
-def start_call(*, db: Session, key: str, now: float, interval: float) -> float:
-    """Take the moment ``now`` to call Slack for ``key`` if the key's previous call was sent,
-    and answered, at least ``interval`` ago; otherwise return the seconds left to wait."""
+def start_call(
+    *, db: Session, key: str, now: float, interval: float, abandoned_after: float
+) -> float:
+    """Take the moment ``now`` to call Slack for ``key``, if the key's previous call was
+    answered at least ``interval`` ago (or started more than ``abandoned_after`` ago and never
+    answered: its caller died); otherwise return the seconds to wait before asking again."""
+    previous_done = and_(
+        col(ChatPace.call_answered) >= col(ChatPace.call_started),
+        col(ChatPace.call_answered) <= now - interval,
+    )
+    previous_abandoned = col(ChatPace.call_started) <= now - abandoned_after
     with write_transaction(db):
         started = db.connection().execute(
             update(ChatPace)
-            .where(col(ChatPace.pace_key) == key, col(ChatPace.last_call) <= now - interval)
-            .values(last_call=now)
+            .where(col(ChatPace.pace_key) == key, or_(previous_done, previous_abandoned))
+            .values(call_started=now)
             .returning(col(ChatPace.pace_key))
         )
         if started.first() is not None:
             return 0.0
-        last_call = db.exec(select(ChatPace.last_call).where(ChatPace.pace_key == key)).one()
-        return max(last_call + interval - now, 0.001)
+        row = db.exec(select(ChatPace).where(ChatPace.pace_key == key)).one()
+        if row.call_answered < row.call_started:  # still on its way: look again soon
+            return ANSWER_POLL_SECONDS
+        return max(row.call_answered + interval - now, 0.001)
 
 
 def record_answer(*, db: Session, key: str, at: float) -> None:
-    """Slack answered a call of ``key`` at ``at``."""
+    """Slack answered the call of ``key`` (or it failed) at ``at``."""
     with write_transaction(db):
         db.connection().execute(
             update(ChatPace)
-            .where(col(ChatPace.pace_key) == key, col(ChatPace.last_call) < at)
-            .values(last_call=at)
+            .where(col(ChatPace.pace_key) == key, col(ChatPace.call_answered) < at)
+            .values(call_answered=at)
         )
 
 

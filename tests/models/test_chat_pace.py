@@ -6,7 +6,14 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from models.chat.pace import book_turn, hold_turns, record_answer, start_call, wait_time
+from models.chat.pace import (
+    ANSWER_POLL_SECONDS,
+    book_turn,
+    hold_turns,
+    record_answer,
+    start_call,
+    wait_time,
+)
 from models.core.db import db_scope
 
 pytestmark = pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
@@ -59,16 +66,20 @@ def test_a_rate_limit_holds_every_deliverer_until_it_ends(engine):
     assert book(engine).wait == 11.0
 
 
-def test_a_call_starts_only_an_interval_after_the_previous_was_sent_and_answered(engine):
+def test_a_call_starts_only_an_interval_after_the_previous_one_was_answered(engine):
     book(engine)  # the key exists once a turn was booked
+
+    def start(now: float) -> float:
+        with db_scope(engine) as db:
+            return start_call(db=db, key="C0DBA", now=now, interval=INTERVAL, abandoned_after=15)
+
+    assert start(NOW) == 0.0
+    # Another replica's turn came while that call was on its way: it waits for the answer.
+    assert start(NOW + 1.5) == ANSWER_POLL_SECONDS
     with db_scope(engine) as db:
-        assert start_call(db=db, key="C0DBA", now=NOW, interval=INTERVAL) == 0.0
-        # Another replica's turn came 0.6 s later, while that call was still on its way.
-        assert start_call(db=db, key="C0DBA", now=NOW + 0.6, interval=INTERVAL) == pytest.approx(
-            0.4
-        )
-        record_answer(db=db, key="C0DBA", at=NOW + 0.9)  # Slack answered late
-        assert start_call(db=db, key="C0DBA", now=NOW + 1.0, interval=INTERVAL) == pytest.approx(
-            0.9
-        )
-        assert start_call(db=db, key="C0DBA", now=NOW + 1.9, interval=INTERVAL) == 0.0
+        record_answer(db=db, key="C0DBA", at=NOW + 1.6)  # Slack answered late
+    assert start(NOW + 2.0) == pytest.approx(0.6), "an interval after the answer"
+    assert start(NOW + 2.6) == 0.0
+    # A caller that died mid-call holds the key until its call counts as abandoned.
+    assert start(NOW + 10) == ANSWER_POLL_SECONDS
+    assert start(NOW + 2.6 + 15) == 0.0

@@ -46,7 +46,8 @@ def upgrade() -> None:
         "chat_pace",
         sa.Column("pace_key", sa.String(length=200), nullable=False),
         sa.Column("next_turn", sa.Float(), nullable=False),
-        sa.Column("last_call", sa.Float(), nullable=False, server_default="0"),
+        sa.Column("call_started", sa.Float(), nullable=False, server_default="0"),
+        sa.Column("call_answered", sa.Float(), nullable=False, server_default="0"),
         sa.PrimaryKeyConstraint("pace_key"),
     )
     op.create_table(
