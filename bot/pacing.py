@@ -21,14 +21,8 @@ from models.chat.pace import book_turn, hold_turns, record_answer, start_call, w
 
 logger = logging.getLogger("accessgate.bot.pacing")
 
-# A hair over Slack's interval: a post reaching Slack some milliseconds late (a busy process)
-# must not bring it closer to the next turn, another replica's, than Slack allows.
+# A hair over Slack's interval, for clocks of different machines that disagree a little.
 MARGIN_SECONDS = 0.02
-MARGIN_SHARE = 0.05
-# The earliest turn is this far from the booking, never "now": the trip to the database and
-# back fits in it, so even the first post of an idle channel goes out at its turn, not late
-# (a late post would come closer to the next one than they were booked).
-LEAD_SECONDS = 0.05
 # A call started this long ago without an answer was abandoned (its caller died): longer than
 # any post takes, the poster's timeout included.
 CALL_ABANDONED_AFTER_SECONDS = POST_TIMEOUT_SECONDS + 5
@@ -47,8 +41,7 @@ class SlackPace:
 
     def __init__(self, database: Database, messages_per_second: float) -> None:
         self._database = database
-        gap = 1.0 / messages_per_second
-        self._interval = gap + max(MARGIN_SECONDS, gap * MARGIN_SHARE)
+        self._interval = 1.0 / messages_per_second + MARGIN_SECONDS
         self._posting: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
 
     @asynccontextmanager
@@ -63,16 +56,14 @@ class SlackPace:
             lambda db: book_turn(
                 db=db,
                 key=key,
-                now=booked_at + LEAD_SECONDS,
+                now=booked_at,
                 interval=self._interval,
                 horizon=horizon,
             )
         )
         if not turn.booked:
             raise NotYourTurn(turn.wait)
-        # Counted from the booking's clock, not from now: the trip to the database and back
-        # must not push the post later than its turn (and so closer to the next one).
-        turn_at = booked_at + LEAD_SECONDS + turn.wait
+        turn_at = booked_at + turn.wait  # the booking's clock, not after the trip back
         async with self._posting[key]:  # this process's posts to a key go one at a time
             await _sleep_until(turn_at)
             # The call before this turn may have gone out late, or be on its way still: wait

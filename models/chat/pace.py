@@ -28,7 +28,7 @@ from sqlmodel import Field, Session, SQLModel, col, select
 from models.core.db import insert_unless_present, write_transaction
 
 WAITING_LINE = "#waiting"
-ANSWER_POLL_SECONDS = 0.05
+ANSWER_POLL_SECONDS = 0.02
 
 
 class ChatPace(SQLModel, table=True):
