@@ -203,7 +203,8 @@ def remember_message(
 ) -> bool:
     """Store where a posted message is, and drop its claim, before anything can forget it.
 
-    False when another message is stored under the key already: the caller's is surplus.
+    False when another message is stored under the key already: the caller's is surplus. (The
+    same message stored by a deliverer that found it in the channel is no surplus.)
     """
     try:
         with write_transaction(db):
@@ -224,7 +225,16 @@ def remember_message(
             if kind is ChatMessageKind.CARD:
                 record_post(db=db, channel=channel, now=now)
     except Conflict:
-        # Only a claim taken over from a deliverer that was alive after all can get here.
+        # Only a claim taken over from a deliverer that was alive after all can get here. If
+        # the one who took it over found this very message in the channel, it is the card.
+        stored = db.exec(
+            select(ChatMessage.channel, ChatMessage.ts).where(
+                ChatMessage.delivery_key == delivery_key
+            )
+        ).one()
+        db.rollback()
+        if tuple(stored) == (channel, ts):
+            return True
         logger.warning("a second message was posted for %s; the first one stays", delivery_key)
         return False
     return True

@@ -90,10 +90,17 @@ def start_call(
     )
     previous_abandoned = col(ChatPace.call_started) <= now - abandoned_after
     with write_transaction(db):
+        # Turns are booked at the nominal interval; calls go out a little slower (each waits
+        # for the previous answer). The schedule is pushed to where the calls are, so turns
+        # booked from now on are not promised earlier than they can come.
+        catch_up = case(
+            (col(ChatPace.next_turn) < now + interval, now + interval),
+            else_=col(ChatPace.next_turn),
+        )
         started = db.connection().execute(
             update(ChatPace)
             .where(col(ChatPace.pace_key) == key, or_(previous_done, previous_abandoned))
-            .values(call_started=now)
+            .values(call_started=now, next_turn=catch_up)
             .returning(col(ChatPace.pace_key))
         )
         if started.first() is not None:
