@@ -74,6 +74,7 @@ from models.delivery.leases import (
     mark_delivered,
     postpone,
     release_leases,
+    renew_lease,
     reschedule,
 )
 from models.delivery.outbox import EventKind
@@ -90,9 +91,9 @@ LEASE_BATCH = 50
 # How far ahead a direct message books its turn: a requester with fifty decisions to hear of
 # waits in the outbox, not in the DM lane's slots.
 DM_HORIZON_SECONDS = 1.5
-# Cards book up to this far ahead (and never beyond half a lease, so a turn always comes while
-# the deliverer still holds the event).
-CARD_HORIZON_SECONDS = 30.0
+# Cards book up to this far ahead (and never beyond half a lease, so a turn comes while the
+# deliverer still holds the event): further back in a long queue, they wait in the outbox.
+CARD_HORIZON_SECONDS = 10.0
 # A rate-limited method waits for the whole cluster under this key (see ``bot.pacing``).
 UPDATE_PACE = "method:chat.update"
 # Card metadata carries the delivery key, so an uncertain post can be found in the channel.
@@ -253,8 +254,6 @@ class Notifier:
                 free = min(lane.slots - len(lane.in_flight), LEASE_BATCH)
                 events = await self._lease(lane, free) if free > 0 else []
                 for event in events:
-                    if event.id in lane.in_flight:
-                        continue  # its lease ran out while it waited for its turn: still ours
                     lane.in_flight[event.id] = event
                     task = asyncio.create_task(self._deliver(lane, event))
                     self._tasks.add(task)
@@ -265,10 +264,16 @@ class Notifier:
                     await asyncio.wait_for(self._wake.wait(), POLL_SECONDS)
 
     async def _lease(self, lane: Lane, limit: int) -> list[LeasedEvent]:
+        working_on = list(lane.in_flight)  # read here: the loop thread changes the lane
         try:
             return await self._database.run(
                 lambda db: lease_deliverable_events(
-                    db=db, now=utc_now(), limit=limit, kinds=lane.kinds, lease=self._lease_period
+                    db=db,
+                    now=utc_now(),
+                    limit=limit,
+                    kinds=lane.kinds,
+                    lease=self._lease_period,
+                    working_on=working_on,
                 )
             )
         except Exception:
@@ -495,8 +500,19 @@ class Notifier:
         posting = False
         try:
             async with self._pace.turn(pace, horizon=horizon):
+                # The turn may have been long in coming: the lease is renewed, unless another
+                # deliverer took the event over meanwhile; then this one stops before calling
+                # Slack.
+                if not await self._database.run(
+                    lambda db: renew_lease(
+                        db=db, event=event, now=utc_now(), lease=self._lease_period
+                    )
+                ):
+                    raise LeaseLost
                 posting = True
                 answer = await post()
+        except LeaseLost:
+            raise  # the claim may be the new holder's now: leave it
         except SlackApiError as exc:
             # Slack answered: it refused the post. A 5xx may still have posted it.
             await self._release(key, uncertain=exc.response.status_code >= 500)

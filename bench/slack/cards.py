@@ -61,16 +61,23 @@ def open_reviews(
 
 
 def card_posts(slack: SlackServer) -> int:
-    """Cards the Slack server took into the benchmark's channels so far.
+    """Cards in the benchmark's channels so far (posted, and not deleted as surplus).
 
     Counted from the call log rather than ``messages()``, which deep-copies every message while
     holding the Slack server's lock and would slow down the very traffic being measured.
     """
-    return sum(
+    posted = sum(
         1
         for call in slack.calls_to("chat.postMessage")
         if call.ok and call.params.get("channel") in CARD_CHANNELS
     )
+    # A surplus card (two deliverers posted one review's card) is deleted: it is no card.
+    deleted = sum(
+        1
+        for call in slack.calls_to("chat.delete")
+        if call.ok and call.params.get("channel") in CARD_CHANNELS
+    )
+    return posted - deleted
 
 
 def pace_timeout(cards_per_channel: int) -> float:

@@ -37,7 +37,7 @@ from models.core.db import (
     write_transaction,
 )
 from models.core.errors import Conflict
-from models.delivery.leases import LeasedEvent, lease_is_held
+from models.delivery.leases import LeasedEvent, renew_lease_now
 from models.delivery.outbox import EventKind
 from models.plugins.schema import PluginName
 from models.plugins.service import plugin_connection_config
@@ -139,11 +139,12 @@ def claim_delivery(
 ) -> ClaimResult:
     """Claim the right to post the message of ``delivery_key``; at most one holder at a time.
 
-    Only the deliverer still holding ``event``'s lease may claim: one that lost it stops here,
-    before its next call to Slack. A claim older than ``abandoned_after`` is taken over.
+    Only the deliverer still holding ``event``'s lease may claim (and the lease is renewed for
+    ``abandoned_after``): one that lost it stops here, before its next call to Slack. A claim
+    older than ``abandoned_after`` is taken over.
     """
     with write_transaction(db):
-        if not lease_is_held(db=db, event=event, now=now):
+        if not renew_lease_now(db=db, event=event, now=now, lease=abandoned_after):
             return ClaimResult(Claim.LEASE_LOST)
         posted = db.exec(select(ChatMessage.id).where(ChatMessage.delivery_key == delivery_key))
         if posted.first() is not None:

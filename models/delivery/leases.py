@@ -10,12 +10,12 @@ Rules kept here, whatever consumer does the delivering:
   share the outbox without delivering an event twice while it is being worked on;
 - every lease has a fencing token: a deliverer that kept an event past its lease, while another
   took it, finds its token gone and can no longer mark, postpone or give the event back
-  (``lease_is_held`` lets it check before acting outside the database).
+  (``renew_lease`` lets it check, and hold on, before acting outside the database).
 """
 
 import secrets
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -91,10 +91,22 @@ def deliverable_events_query(
 
 
 def lease_deliverable_events(
-    *, db: Session, now: datetime, limit: int, kinds: Sequence[EventKind], lease: timedelta
+    *,
+    db: Session,
+    now: datetime,
+    limit: int,
+    kinds: Sequence[EventKind],
+    lease: timedelta,
+    working_on: Collection[int] = (),
 ) -> list[LeasedEvent]:
-    """Lease up to ``limit`` due events of one lane (``kinds``), the oldest of each review."""
+    """Lease up to ``limit`` due events of one lane (``kinds``), the oldest of each review.
+
+    Events in ``working_on`` (this deliverer's, whose lease ran out while they waited for
+    their turn) are left to it: a new lease would change their token under its feet.
+    """
     due = deliverable_events_query(now=now, limit=limit, kinds=kinds)
+    if working_on:
+        due = due.where(col(OutboxEvent.id).not_in(working_on))
     lease_is_free = or_(
         col(OutboxEvent.leased_until).is_(None), col(OutboxEvent.leased_until) <= now
     )
@@ -138,17 +150,27 @@ def lease_deliverable_events(
     return sorted(leased, key=lambda event: event.id)
 
 
-def lease_is_held(*, db: Session, event: LeasedEvent, now: datetime) -> bool:
-    """Whether ``event`` is still leased to its deliverer (checked before each post to Slack)."""
-    held = db.exec(
-        select(OutboxEvent.id).where(
-            OutboxEvent.id == event.id,
-            OutboxEvent.lease_token == event.lease_token,
-            col(OutboxEvent.leased_until) > now,
+def renew_lease_now(*, db: Session, event: LeasedEvent, now: datetime, lease: timedelta) -> bool:
+    """Extend ``event``'s lease by ``lease`` from now, inside the caller's (writing)
+    transaction, if it is still this deliverer's: False when another deliverer took it over
+    (its token replaced this one's) or it ended."""
+    renewed = db.connection().execute(
+        update(OutboxEvent)
+        .where(
+            col(OutboxEvent.id) == event.id,
+            col(OutboxEvent.lease_token) == event.lease_token,
             col(OutboxEvent.delivered_at).is_(None),
         )
+        .values(leased_until=now + lease)
+        .returning(col(OutboxEvent.id))
     )
-    return held.first() is not None
+    return renewed.first() is not None
+
+
+def renew_lease(*, db: Session, event: LeasedEvent, now: datetime, lease: timedelta) -> bool:
+    """``renew_lease_now`` in a transaction of its own (before a call to another service)."""
+    with write_transaction(db):
+        return renew_lease_now(db=db, event=event, now=now, lease=lease)
 
 
 def mark_delivered(

@@ -126,3 +126,24 @@ def test_a_deliverer_whose_lease_was_taken_over_cannot_claim(engine):
     assert second.lease_token != first.lease_token
     assert claim(engine, key, first) is Claim.LEASE_LOST, "it stops before calling Slack"
     assert claim(engine, key, second) is Claim.CLAIMED
+
+
+def test_a_card_remembered_twice_is_surplus_only_when_it_is_another_message(engine, event):
+    key = card_key(event.review_id, "C0DBA")
+
+    def remember(ts: str) -> bool:
+        with db_scope(engine) as db:
+            return remember_message(
+                db=db,
+                delivery_key=key,
+                review_id=event.review_id,
+                kind=ChatMessageKind.CARD,
+                channel="C0DBA",
+                ts=ts,
+                now=utc_now(),
+            )
+
+    assert remember("1.000100")
+    # The deliverer that took the claim over found this very card in the channel: not surplus.
+    assert remember("1.000100"), "the card both remember stays"
+    assert not remember("1.000200"), "a second message for the key is surplus, to delete"
