@@ -23,7 +23,7 @@ from models.core import errors
 from models.core.clock import utc_now
 from models.core.db import db_scope
 from models.core.sealing import SecretBox
-from models.delivery.leases import lease_deliverable_events, mark_delivered, postpone
+from models.delivery.leases import lease_deliverable_events, mark_delivered, postpone, renew_lease
 from models.delivery.outbox import OutboxEvent, on_committed_events
 from models.plugins.schema import PluginConnectionIn, PluginCreate, PluginName
 from models.plugins.service import create_plugin
@@ -240,3 +240,19 @@ def test_committed_events_wake_listeners_and_rolled_back_ones_do_not(engine):
         assert len(woken) == woken_by_setup + 1
     finally:
         remove()
+
+
+def test_a_deliverer_does_not_lease_again_what_it_is_still_working_on(engine):
+    open_reviews(engine, 2)
+    first, second = lease(engine)
+    later = utc_now() + LEASE + timedelta(seconds=1)  # both leases ran out
+
+    with db_scope(engine) as db:
+        again = lease_deliverable_events(
+            db=db, now=later, limit=10, kinds=CARD_KINDS, lease=LEASE, working_on=[first.id]
+        )
+
+    assert [event.id for event in again] == [second.id], "its own event keeps its token"
+    with db_scope(engine) as db:
+        assert renew_lease(db=db, event=first, now=later, lease=LEASE), "nobody took it over"
+        assert not renew_lease(db=db, event=second, now=later, lease=LEASE), "taken over"
