@@ -19,7 +19,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import exists, or_, update
+from sqlalchemy import ColumnElement, exists, or_, update
 from sqlalchemy.orm import aliased
 from sqlmodel import Session, col, select
 from sqlmodel.sql.expression import SelectOfScalar
@@ -55,6 +55,10 @@ LEASED_COLUMNS = [
 ]
 
 
+def _lease_is_free(now: datetime) -> ColumnElement[bool]:
+    return or_(col(OutboxEvent.leased_until).is_(None), col(OutboxEvent.leased_until) <= now)
+
+
 def deliverable_events_query(
     *, now: datetime, limit: int, kinds: Sequence[EventKind]
 ) -> SelectOfScalar[int] | SelectOfScalar[None]:
@@ -70,9 +74,7 @@ def deliverable_events_query(
         col(older.id) < col(OutboxEvent.id),
         col(older.kind).in_(kinds),
     )
-    lease_is_free = or_(
-        col(OutboxEvent.leased_until).is_(None), col(OutboxEvent.leased_until) <= now
-    )
+    lease_is_free = _lease_is_free(now)
     return (
         select(OutboxEvent.id)
         .where(
@@ -107,9 +109,7 @@ def lease_deliverable_events(
     due = deliverable_events_query(now=now, limit=limit, kinds=kinds)
     if working_on:
         due = due.where(col(OutboxEvent.id).not_in(working_on))
-    lease_is_free = or_(
-        col(OutboxEvent.leased_until).is_(None), col(OutboxEvent.leased_until) <= now
-    )
+    lease_is_free = _lease_is_free(now)
     take = update(OutboxEvent).values(leased_until=now + lease, lease_token=secrets.token_hex(16))
     if db.get_bind().dialect.name == "postgresql":
         # One statement: the due rows are locked as they are chosen, and rows another

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from sqlalchemy import text
 
 from api.cli.sidecar import perform_handshake
 from models.core.clock import utc_now
@@ -28,6 +27,7 @@ from models.users.service import upsert_user
 from testing.postgres import free_port
 from testing.processes import ServerProcess, accessgate, running_server, server_process, token
 from testing.slack import SlackServer, text_of
+from tests.e2e.slack.gateway import undelivered_events
 
 pytestmark = pytest.mark.parametrize("backend", ["postgres"], indirect=True)
 
@@ -135,16 +135,6 @@ def set_up_chat(api: httpx.Client) -> None:
     assert created.status_code == 201, created.text
 
 
-def undelivered(environment: dict[str, str]) -> int:
-    engine = create_db_engine(environment["ACCESSGATE_DATABASE_URL"])
-    try:
-        with engine.connect() as connection:
-            query = text("SELECT count(*) FROM outbox_event WHERE delivered_at IS NULL")
-            return int(connection.execute(query).scalar_one())
-    finally:
-        engine.dispose()
-
-
 def most_posts_in_ten_seconds(posted_at: list[float]) -> int:
     """The most cards any 10 s window of one channel saw (Slack's own timestamps)."""
     posted_at = sorted(posted_at)
@@ -201,7 +191,7 @@ def test_three_replicas_deliver_each_card_once_at_slacks_pace_though_one_is_kill
         # Mid-burst, the replica that filed half the reviews (and woke its own deliverer for
         # them) dies: the events it leased, the turns it booked, the claims it held are left.
         replicas[1].kill()
-        assert undelivered(environments[0]) > 0, "killed after the burst, not in it"
+        assert undelivered_events(environments[0]) > 0, "killed after the burst, not in it"
 
         def cards_of(review_id: str) -> list:
             return [m for m in slack.messages(reviews[review_id]) if review_id in text_of(m)]

@@ -10,17 +10,15 @@ import pytest
 from models.chat.messages import (
     CARD_KINDS,
     CLAIM_ABANDONED_AFTER,
-    ChatMessageKind,
     Claim,
     card_key,
     claim_delivery,
     release_claim,
-    remember_message,
 )
 from models.core.clock import utc_now
 from models.core.db import db_scope
 from models.delivery.leases import LeasedEvent, lease_deliverable_events
-from tests.models.test_chat_delivery import LEASE, lease, open_reviews
+from tests.models.test_chat_delivery import LEASE, lease, open_reviews, remember_card
 
 pytestmark = pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
 
@@ -63,16 +61,7 @@ def test_a_posted_message_is_never_claimed_again(engine, event):
     key = card_key(review_id, "C0DBA")
     assert claim(engine, key, event) is Claim.CLAIMED
 
-    with db_scope(engine) as db:
-        remember_message(
-            db=db,
-            delivery_key=key,
-            review_id=review_id,
-            kind=ChatMessageKind.CARD,
-            channel="C0DBA",
-            ts="1.000100",
-            now=utc_now(),
-        )
+    assert remember_card(engine, review_id, "1.000100")
 
     assert claim(engine, key, event) is Claim.POSTED
     later = utc_now() + CLAIM_ABANDONED_AFTER * 2
@@ -126,24 +115,3 @@ def test_a_deliverer_whose_lease_was_taken_over_cannot_claim(engine):
     assert second.lease_token != first.lease_token
     assert claim(engine, key, first) is Claim.LEASE_LOST, "it stops before calling Slack"
     assert claim(engine, key, second) is Claim.CLAIMED
-
-
-def test_a_card_remembered_twice_is_surplus_only_when_it_is_another_message(engine, event):
-    key = card_key(event.review_id, "C0DBA")
-
-    def remember(ts: str) -> bool:
-        with db_scope(engine) as db:
-            return remember_message(
-                db=db,
-                delivery_key=key,
-                review_id=event.review_id,
-                kind=ChatMessageKind.CARD,
-                channel="C0DBA",
-                ts=ts,
-                now=utc_now(),
-            )
-
-    assert remember("1.000100")
-    # The deliverer that took the claim over found this very card in the channel: not surplus.
-    assert remember("1.000100"), "the card both remember stays"
-    assert not remember("1.000200"), "a second message for the key is surplus, to delete"

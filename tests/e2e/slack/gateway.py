@@ -189,6 +189,17 @@ def database_url_of(environment: dict[str, str]) -> str:
     )
 
 
+def undelivered_events(environment: dict[str, str]) -> int:
+    """Outbox events no deliverer has finished: until none are left, posts may still come."""
+    engine = create_db_engine(database_url_of(environment))
+    try:
+        with engine.connect() as connection:
+            query = text("SELECT count(*) FROM outbox_event WHERE delivered_at IS NULL")
+            return int(connection.execute(query).scalar_one())
+    finally:
+        engine.dispose()
+
+
 def decisions_in_database(environment, review_id: str) -> list[tuple[str, str]]:
     url = database_url_of(environment)
     engine = create_db_engine(url)

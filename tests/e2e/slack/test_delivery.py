@@ -4,30 +4,17 @@ channel, and an admin sees (and can retry) what could not be delivered.
 """
 
 import pytest
-from sqlalchemy import text
 
-from models.core.db import create_db_engine
 from testing.slack import text_of
 from tests.e2e.slack.gateway import (
     CHANNEL,
     card_of,
-    database_url_of,
     serving_gateway,
+    undelivered_events,
     wait_for_text,
 )
 
 REVIEWS = 30
-
-
-def undelivered_events(environment: dict[str, str]) -> int:
-    """Outbox events no deliverer has finished: until none are left, posts may still come."""
-    engine = create_db_engine(database_url_of(environment))
-    try:
-        with engine.connect() as connection:
-            query = text("SELECT count(*) FROM outbox_event WHERE delivered_at IS NULL")
-            return int(connection.execute(query).scalar_one())
-    finally:
-        engine.dispose()
 
 
 # SQLite: the claims keeping cards single are tested on both databases in tests/models.
