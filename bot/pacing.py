@@ -17,7 +17,7 @@ from contextlib import asynccontextmanager
 
 from bot.database import Database
 from bot.slack_api import POST_TIMEOUT_SECONDS
-from models.chat.pace import book_turn, hold_turns, record_answer, start_call, wait_time
+from models.chat.pace import book_turn, hold_turns, record_answer, start_call
 
 logger = logging.getLogger("accessgate.bot.pacing")
 
@@ -102,10 +102,6 @@ class SlackPace:
         """Slack asked to wait (429 Retry-After): no replica takes a turn of ``key`` before."""
         until = time.time() + seconds
         await self._database.run(lambda db: hold_turns(db=db, key=key, until=until))
-
-    async def wait_time(self, key: str) -> float:
-        """Seconds until ``key`` is free again (a method Slack rate-limited, say)."""
-        return await self._database.run(lambda db: wait_time(db=db, key=key, now=time.time()))
 
 
 async def _sleep_until(moment: float) -> None:
