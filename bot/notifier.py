@@ -308,10 +308,7 @@ class Notifier:
     async def _postpone(self, event: LeasedEvent, exc: Exception) -> None:
         delay = retry_delay(event.attempts)
         if isinstance(exc, SlackApiError):
-            retry_after = _retry_after(exc)
-            delay = max(delay, retry_after or 0.0)
-            if retry_after is not None and exc.response.api_url.endswith("chat.update"):
-                await self._hold_quietly(UPDATE_PACE, retry_after)
+            delay = max(delay, _retry_after(exc) or 0.0)
             if is_token_refusal(exc):
                 self._on_token_refused(str(exc.response.get("error")))
         if isinstance(exc, SlackApiError | aiohttp.ClientError | TimeoutError | OSError):
@@ -428,7 +425,10 @@ class Notifier:
                     channel=card.channel, ts=card.ts, text=text, blocks=blocks
                 )
             except SlackApiError as exc:
-                notes.append(await self._permanent_or_raise(exc, f"card in {card.channel}"))
+                note = await self._permanent_or_raise(
+                    exc, f"card in {card.channel}", pace=UPDATE_PACE
+                )
+                notes.append(note)
         return "; ".join(notes) or None
 
     async def _direct_message(
