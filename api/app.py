@@ -7,6 +7,7 @@ from fastapi import FastAPI
 
 from api.errors import ERROR_RESPONSES, document_errors_as_sent, install_error_handlers
 from api.housekeeping import housekeeping
+from api.request_limits import RequestLimits
 from api.routes import (
     chat,
     connections,
@@ -25,6 +26,7 @@ from models.core.db import create_db_engine, upgrade_database
 from models.core.sealing import SecretBox
 from models.core.settings import Settings, get_settings, resolve_secret_key
 from models.core.signals import SignalListener
+from models.core.throttle import Throttle
 from models.plugins.schema import PluginName
 from models.plugins.service import plugin_topic
 from models.sidecars.license import license_signer
@@ -49,6 +51,7 @@ def create_app(
         app.state.engine = engine
         app.state.secret_key = resolve_secret_key(settings)
         app.state.secret_box = SecretBox(app.state.secret_key)
+        app.state.throttle = Throttle(engine)
         app.state.license_signer = license_signer(
             settings, engine=engine, secret_box=app.state.secret_box
         )
@@ -83,6 +86,11 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.settings = settings
+    app.add_middleware(
+        RequestLimits,
+        max_body_bytes=settings.max_body_bytes,
+        body_timeout_seconds=settings.body_timeout_seconds,
+    )
     install_error_handlers(app)
     for router in (
         health,
@@ -122,4 +130,5 @@ def oidc_client(settings: Settings) -> OidcClient:
         redirect_uri=f"{settings.public_url.rstrip('/')}{API_PREFIX}/callback",
         scopes=settings.oidc_scopes,
         groups_claim=settings.oidc_groups_claim,
+        audience=settings.oidc_audience,
     )

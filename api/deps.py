@@ -1,16 +1,20 @@
 """Dependencies shared by the routes: the database session, the caller, the chat bot."""
 
-from collections.abc import Iterator
-from typing import Annotated
+from collections.abc import Callable, Coroutine, Iterator
+from typing import Annotated, Any
 
-from fastapi import Depends, Request
+from fastapi import Depends, Request, Response
+from fastapi.dependencies.models import Dependant
+from fastapi.routing import APIRoute
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from sqlmodel import Session
+from starlette.concurrency import run_in_threadpool
 
 from models.chat.runtime import ChatRuntime
 from models.core import errors
 from models.core.db import db_scope
 from models.core.sealing import SecretBox
+from models.core.throttle import BEARER_TOKENS, SIDECAR_TOKENS, Throttle
 from models.sidecars import service as sidecar_service
 from models.sidecars.schema import AuthenticatedSidecar
 from models.sign_in.oidc import OidcClient
@@ -36,14 +40,20 @@ def get_current_user(
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
 ) -> User:
     """The active user named by the bearer token; 401 without a valid one, 403 if inactive."""
+    sub: str | None = getattr(request.state, "bearer_subject", None)
+    if sub is None:  # not checked before the body (a route outside CredentialsFirstRoute)
+        sub = bearer_subject(request, credentials)
+    return authenticated_user(db=db, sub=sub)
+
+
+def bearer_subject(request: Request, credentials: HTTPAuthorizationCredentials | None) -> str:
+    """The ``sub`` a valid bearer token names; Unauthenticated otherwise. Reads no database."""
     if credentials is None or credentials.scheme.lower() != "bearer":
         raise errors.Unauthenticated("send an Authorization: Bearer <token> header")
     oidc: OidcClient | None = getattr(request.app.state, "oidc", None)
     if oidc is not None:
-        sub = oidc.subject_of(credentials.credentials)
-    else:
-        sub = verify_local_token(key=request.app.state.secret_key, token=credentials.credentials)
-    return authenticated_user(db=db, sub=sub)
+        return oidc.subject_of(credentials.credentials)
+    return verify_local_token(key=request.app.state.secret_key, token=credentials.credentials)
 
 
 CurrentUser = Annotated[User, Depends(get_current_user)]
@@ -58,6 +68,20 @@ def get_secret_box(request: Request) -> SecretBox:
 SecretBoxDep = Annotated[SecretBox, Depends(get_secret_box)]
 
 
+def get_throttle(request: Request) -> Throttle:
+    """The throttle on failed attempts, shared by every replica through the database."""
+    throttle: Throttle = request.app.state.throttle
+    return throttle
+
+
+ThrottleDep = Annotated[Throttle, Depends(get_throttle)]
+
+
+def client_address(request: Request) -> str:
+    """The address the request came from (the proxy's view when uvicorn trusts the proxy)."""
+    return request.client.host if request.client is not None else "unknown"
+
+
 sidecar_token = APIKeyHeader(
     name=sidecar_service.TOKEN_HEADER,
     auto_error=False,
@@ -66,14 +90,15 @@ sidecar_token = APIKeyHeader(
 
 
 def get_current_sidecar(
-    db: DbDep, token: Annotated[str | None, Depends(sidecar_token)]
+    request: Request, db: DbDep, token: Annotated[str | None, Depends(sidecar_token)]
 ) -> AuthenticatedSidecar:
     """The live sidecar named by the gateway-sidecar-token header; 401 otherwise."""
-    return sidecar_service.authenticate_sidecar(db=db, token=token)
+    sidecar: AuthenticatedSidecar | None = getattr(request.state, "sidecar", None)
+    if sidecar is None:  # not checked before the body (a route outside CredentialsFirstRoute)
+        sidecar = sidecar_service.authenticate_sidecar(db=db, token=token)
+    return sidecar
 
 
-# Declared before any body parameter, so an unauthenticated request is refused (401) before
-# its body is validated, and learns nothing from the validation.
 CurrentSidecar = Annotated[AuthenticatedSidecar, Depends(get_current_sidecar)]
 
 
@@ -84,3 +109,88 @@ def get_chat(request: Request) -> ChatRuntime | None:
 
 
 ChatDep = Annotated[ChatRuntime | None, Depends(get_chat)]
+
+
+class CredentialsFirstRoute(APIRoute):
+    """A route that checks its caller's credentials before its body is read or parsed.
+
+    FastAPI reads and parses a JSON body before it runs the dependencies, so a route taking the
+    caller as a dependency would still read a stranger's body, and answer 400 for invalid JSON
+    from someone who sent no token. Here the token is verified first (a bearer token without
+    the database, a sidecar token with one read) and the dependencies reuse the result.
+    """
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+        calls = _dependency_calls(self.dependant)
+        if get_current_user in calls:
+            check = _check_bearer_first
+        elif get_current_sidecar in calls:
+            check = _check_sidecar_first
+        else:
+            return handler
+
+        async def checked_first(request: Request) -> Response:
+            await check(request)
+            return await handler(request)
+
+        return checked_first
+
+
+async def _check_bearer_first(request: Request) -> None:
+    credentials = await bearer(request)
+    if credentials is None:
+        raise errors.Unauthenticated("send an Authorization: Bearer <token> header")
+    throttle: Throttle = request.app.state.throttle
+    address = client_address(request)
+    throttle.refuse_if_blocked(BEARER_TOKENS, address=address)  # in memory: no thread needed
+    try:
+        if getattr(request.app.state, "oidc", None) is None:  # a signature check: no thread
+            request.state.bearer_subject = bearer_subject(request, credentials)
+        else:  # the provider may have to be asked
+            request.state.bearer_subject = await run_in_threadpool(
+                bearer_subject, request, credentials
+            )
+    except errors.Unauthenticated:
+        await run_in_threadpool(throttle.record_failure, BEARER_TOKENS, address=address)
+        raise
+
+
+async def _check_sidecar_first(request: Request) -> None:
+    token = await sidecar_token(request)
+    if not token:
+        raise errors.Unauthenticated(sidecar_service.MISSING_TOKEN)
+    state, address = request.app.state, client_address(request)
+
+    def authenticate() -> AuthenticatedSidecar:
+        with db_scope(state.engine) as db:
+            return authenticate_sidecar(
+                db=db, token=token, throttle=state.throttle, address=address
+            )
+
+    request.state.sidecar = await run_in_threadpool(authenticate)
+
+
+def authenticate_sidecar(
+    *, db: Session, token: str | None, throttle: Throttle, address: str
+) -> AuthenticatedSidecar:
+    """The sidecar the token names; refused tokens are throttled per address and sidecar."""
+    principal = str(sidecar_service.sidecar_id_in(token or "") or "")
+    throttle.refuse_if_blocked(SIDECAR_TOKENS, address=address, principal=principal)
+    try:
+        return sidecar_service.authenticate_sidecar(db=db, token=token)
+    except errors.Unauthenticated:
+        if token:  # no token at all is a client not configured yet, not a guess
+            throttle.record_failure(SIDECAR_TOKENS, address=address, principal=principal)
+        raise
+
+
+def _dependency_calls(dependant: Dependant) -> set[Callable[..., Any]]:
+    calls: set[Callable[..., Any]] = set()
+    pending = [dependant]
+    while pending:
+        current = pending.pop()
+        if current.call is not None:
+            calls.add(current.call)
+        pending.extend(current.dependencies)
+    return calls

@@ -5,6 +5,7 @@ module answers for it.
 """
 
 import logging
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
@@ -26,6 +27,7 @@ STATUS_BY_ERROR: dict[type[errors.DomainError], int] = {
     errors.Forbidden: 403,
     errors.NotFound: 404,
     errors.Conflict: 409,
+    errors.TooManyAttempts: 429,
     errors.NotConfigured: 412,
     errors.UnusableConfiguration: 422,
     errors.LicenseUnavailable: 500,
@@ -47,12 +49,17 @@ def status_for(error: errors.DomainError) -> int:
     return 500
 
 
-def error_response(status: int, message: str) -> JSONResponse:
+def error_response(
+    status: int, message: str, headers: Mapping[str, str] | None = None
+) -> JSONResponse:
+    """``{"message": ...}`` with ``status``; ``headers`` such as ``Allow`` or ``Retry-After``."""
     # Messages may quote client input (a path segment, a name); input that is not valid Unicode
     # must not turn a refusal into a failure to encode the refusal.
     message = message.encode("utf-8", "replace").decode("utf-8")
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    return JSONResponse(status_code=status, content={"message": message}, headers=headers)
+    sent = dict(headers or {})
+    if status == 401:
+        sent.setdefault("WWW-Authenticate", "Bearer")
+    return JSONResponse(status_code=status, content={"message": message}, headers=sent or None)
 
 
 def describe_validation_error(exc: RequestValidationError, content_type: str) -> str:
@@ -96,6 +103,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(errors.DomainError)
     async def domain_error(_request: Request, exc: errors.DomainError) -> JSONResponse:
+        if isinstance(exc, errors.TooManyAttempts):
+            return error_response(429, exc.message, {"Retry-After": str(exc.retry_after)})
         return error_response(status_for(exc), exc.message)
 
     @app.exception_handler(RequestValidationError)
@@ -105,7 +114,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return error_response(exc.status_code, str(exc.detail))
+        # Starlette's own headers matter: a 405 names the methods the path has in ``Allow``.
+        return error_response(exc.status_code, str(exc.detail), exc.headers)
 
     @app.exception_handler(Exception)
     async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:
@@ -114,7 +124,14 @@ def install_error_handlers(app: FastAPI) -> None:
 
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    status: {"model": ErrorBody} for status in (400, 401, 403, 404, 409)
+    **{status: {"model": ErrorBody} for status in (400, 401, 403, 404, 409)},
+    408: {"model": ErrorBody, "description": "The request body did not arrive in time"},
+    413: {"model": ErrorBody, "description": "The request body is larger than the limit"},
+    429: {
+        "model": ErrorBody,
+        "description": "Too many failed attempts from this address or for this principal; "
+        "wait the `Retry-After` seconds",
+    },
 }
 """Documents the error shape on every route in the OpenAPI description."""
 

@@ -9,13 +9,13 @@ from models.chat.pace import ChatPace
 from models.chat.pending_lists import ChatPendingList
 from models.connections.schema import Connection
 from models.core.deployment_secrets import DeploymentSecret
+from models.core.throttle import ThrottleCounter
 from models.delivery.outbox import OutboxEvent
 from models.plugins.schema import Plugin, PluginConnection
 from models.reviews.schema import Review, ReviewDecisionRecord, ReviewGroup
 from models.rules.schema import AccessRequestRule
 from models.sessions.schema import GatewaySession
 from models.sidecars.schema import Sidecar
-from models.sign_in.attempts import SignInAttempt
 from models.users.schema import Organization, User
 
 metadata = SQLModel.metadata
@@ -39,7 +39,7 @@ __all__ = [
     "ReviewDecisionRecord",
     "ReviewGroup",
     "Sidecar",
-    "SignInAttempt",
+    "ThrottleCounter",
     "User",
     "metadata",
 ]

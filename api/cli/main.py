@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 
+from pydantic import ValidationError
 from sqlalchemy import Engine
 
 from models.core import errors
@@ -27,9 +28,8 @@ GIL_SWITCH_INTERVAL_SECONDS = 0.0005
 
 def serve(args: argparse.Namespace) -> int:
     """Serve the API on host:port."""
-    import uvicorn
-
     from api.app import create_app
+    from api.server import serve as run_server
     from api.urls import api_base
     from bot.runtime import ChatBot
 
@@ -46,7 +46,13 @@ def serve(args: argparse.Namespace) -> int:
 
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_SECONDS)
     app = create_app(settings, chat_factory=chat_bot)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    run_server(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        header_timeout=settings.header_timeout_seconds,
+    )
     return 0
 
 
@@ -208,5 +214,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    result: int = args.handler(args)
+    try:
+        result: int = args.handler(args)
+    except ValidationError as exc:
+        if exc.title != Settings.__name__:
+            raise
+        # Settings the environment got wrong: say which and why, without a traceback.
+        for error in exc.errors(include_url=False):
+            setting = "ACCESSGATE_" + "_".join(str(part) for part in error["loc"]).upper()
+            message = str(error["msg"]).removeprefix("Value error, ")
+            print(f"accessgate: {setting}: {message}", file=sys.stderr)
+        return 2
     return result

@@ -7,7 +7,14 @@ from typing import Annotated
 import pydantic
 from fastapi import APIRouter, Path, Query, Request, Response
 
-from api.deps import ChatDep, CurrentUser, DbDep
+from api.deps import (
+    ChatDep,
+    CredentialsFirstRoute,
+    CurrentUser,
+    DbDep,
+    ThrottleDep,
+    client_address,
+)
 from api.errors import more_error_responses
 from models.chat.channel_health import channel_health
 from models.chat.links import finish_chat_link
@@ -16,6 +23,7 @@ from models.chat.runtime import ChatStatus, SignedChatRequest
 from models.core import errors
 from models.core.clock import utc_now
 from models.core.request_body import RequestBody
+from models.core.throttle import CHAT_LINK_CODES
 from models.delivery.deliveries import (
     MAX_PAGE,
     DeliveryPage,
@@ -27,8 +35,8 @@ from models.delivery.deliveries import (
 from models.users.schema import UserPublic
 from models.users.service import require_admin
 
-router = APIRouter(tags=["chat"])
-slack_router = APIRouter(tags=["chat"])
+router = APIRouter(route_class=CredentialsFirstRoute, tags=["chat"])
+slack_router = APIRouter(route_class=CredentialsFirstRoute, tags=["chat"])
 
 
 CHAT_KINDS = CARD_KINDS + DIRECT_MESSAGE_KINDS
@@ -82,9 +90,20 @@ class ChatLinkIn(RequestBody):
 
 
 @router.post("/users/me/chat-link")
-def link_chat_account(request: ChatLinkIn, db: DbDep, user: CurrentUser) -> UserPublic:
-    """Link the Slack account that typed `/accessgate link` to the signed-in user."""
-    return finish_chat_link(db=db, actor=user, code=request.code, now=utc_now())
+def link_chat_account(
+    request: Request, body: ChatLinkIn, db: DbDep, user: CurrentUser, throttle: ThrottleDep
+) -> UserPublic:
+    """Link the Slack account that typed `/accessgate link` to the signed-in user.
+
+    Wrong codes are throttled per user and per client address (429 with `Retry-After`).
+    """
+    address, principal = client_address(request), str(user.id)
+    throttle.refuse_if_blocked(CHAT_LINK_CODES, address=address, principal=principal)
+    try:
+        return finish_chat_link(db=db, actor=user, code=body.code, now=utc_now())
+    except errors.UnknownCode:
+        throttle.record_failure(CHAT_LINK_CODES, address=address, principal=principal)
+        raise
 
 
 @slack_router.post("/slack/events", include_in_schema=False)

@@ -1,10 +1,10 @@
 from fastapi import APIRouter
 
-from api.deps import CurrentUser, DbDep
+from api.deps import CredentialsFirstRoute, CurrentUser, DbDep
 from models.connections import service as connection_service
 from models.connections.schema import ConnectionCreate, ConnectionPublic
 
-router = APIRouter(prefix="/connections", tags=["connections"])
+router = APIRouter(route_class=CredentialsFirstRoute, prefix="/connections", tags=["connections"])
 
 
 @router.post("", status_code=201)

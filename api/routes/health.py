@@ -1,6 +1,8 @@
 from fastapi import APIRouter
 
-router = APIRouter(tags=["health"])
+from api.deps import CredentialsFirstRoute
+
+router = APIRouter(route_class=CredentialsFirstRoute, tags=["health"])
 
 
 @router.get("/healthz")

@@ -1,13 +1,13 @@
 from fastapi import APIRouter
 
-from api.deps import ChatDep, CurrentUser, DbDep, SecretBoxDep
+from api.deps import ChatDep, CredentialsFirstRoute, CurrentUser, DbDep, SecretBoxDep
 from api.errors import more_error_responses
 from models.chat.runtime import configuration_check, plugin_changed
 from models.plugins import service as plugin_service
 from models.plugins.config import PluginConfigIn
 from models.plugins.schema import PluginCreate, PluginPublic, PluginUpdate
 
-router = APIRouter(prefix="/plugins", tags=["plugins"])
+router = APIRouter(route_class=CredentialsFirstRoute, prefix="/plugins", tags=["plugins"])
 
 UNUSABLE_CONFIGURATION = more_error_responses(
     {422: "The plugin cannot run with this configuration (for chat: Slack refused the tokens)"}

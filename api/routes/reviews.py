@@ -3,13 +3,13 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from pydantic import BaseModel
 
-from api.deps import CurrentUser, DbDep
+from api.deps import CredentialsFirstRoute, CurrentUser, DbDep
 from models.core.clock import utc_now
 from models.reviews import service as review_service
 from models.reviews.machine import ReviewStatus
 from models.reviews.schema import Door, ReviewDecisionRequest, ReviewPublic
 
-router = APIRouter(prefix="/reviews", tags=["reviews"])
+router = APIRouter(route_class=CredentialsFirstRoute, prefix="/reviews", tags=["reviews"])
 
 MAX_OFFSET = 2**31
 """Keeps the offset inside every backend's integer range."""

@@ -2,11 +2,13 @@ import uuid
 
 from fastapi import APIRouter, Response
 
-from api.deps import CurrentUser, DbDep
+from api.deps import CredentialsFirstRoute, CurrentUser, DbDep
 from models.rules import service as rule_service
 from models.rules.schema import AccessRequestRuleIn, AccessRequestRulePublic
 
-router = APIRouter(prefix="/access-request-rules", tags=["access request rules"])
+router = APIRouter(
+    route_class=CredentialsFirstRoute, prefix="/access-request-rules", tags=["access request rules"]
+)
 
 
 @router.post("", status_code=201)

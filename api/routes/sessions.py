@@ -2,12 +2,12 @@ import uuid
 
 from fastapi import APIRouter
 
-from api.deps import CurrentUser, DbDep
+from api.deps import CredentialsFirstRoute, CurrentUser, DbDep
 from models.core.clock import utc_now
 from models.sessions import service as session_service
 from models.sessions.schema import SessionCreate, SessionPublic
 
-router = APIRouter(prefix="/sessions", tags=["sessions"])
+router = APIRouter(route_class=CredentialsFirstRoute, prefix="/sessions", tags=["sessions"])
 
 
 @router.post("", status_code=201)

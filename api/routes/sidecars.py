@@ -4,9 +4,19 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request, Response
 from sqlalchemy import Engine
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import State
 
-from api.deps import CurrentSidecar, CurrentUser, DbDep, sidecar_token
+from api.deps import (
+    CredentialsFirstRoute,
+    CurrentSidecar,
+    CurrentUser,
+    DbDep,
+    authenticate_sidecar,
+    client_address,
+    sidecar_token,
+)
 from api.errors import json_body_openapi, more_error_responses, validated_body
+from models.core import errors
 from models.core.clock import utc_now
 from models.core.db import db_scope
 from models.reviews.schema import ReviewPublic
@@ -22,7 +32,7 @@ from models.sidecars.schema import (
     SidecarReviewCreate,
 )
 
-router = APIRouter(prefix="/sidecars", tags=["sidecars"])
+router = APIRouter(route_class=CredentialsFirstRoute, prefix="/sidecars", tags=["sidecars"])
 
 NOT_CONFIGURED = more_error_responses({412: "No configuration with listeners is assigned"})
 LICENSE_UNREADABLE = more_error_responses({500: "The license cannot be read"})
@@ -45,18 +55,20 @@ async def handshake(
     # The hot path of every sidecar: all of it runs in one worker thread (one hop, one database
     # session), rather than a hop for each dependency; sidecars handshake often and all at once.
     # The answer is built by the service already, so it is serialized once, not re-validated.
-    raw_body = await request.body()
+    if not token:  # before a byte of the body is read
+        raise errors.Unauthenticated(sidecar_service.MISSING_TOKEN)
+    raw_body = await request.body()  # at most ACCESSGATE_MAX_BODY_BYTES
     answer = await run_in_threadpool(
-        _handshake, request.app.state.engine, request.app.state.license_signer, token, raw_body
+        _handshake, request.app.state, token, client_address(request), raw_body
     )
     return Response(answer.model_dump_json(), media_type="application/json")
 
 
-def _handshake(
-    engine: Engine, signer: LicenseSigner, token: str | None, raw_body: bytes
-) -> HandshakeResponse:
+def _handshake(state: State, token: str, address: str, raw_body: bytes) -> HandshakeResponse:
+    engine: Engine = state.engine
+    signer: LicenseSigner = state.license_signer
     with db_scope(engine) as db:
-        sidecar = sidecar_service.authenticate_sidecar(db=db, token=token)
+        sidecar = authenticate_sidecar(db=db, token=token, throttle=state.throttle, address=address)
         return sidecar_service.handshake_sidecar(
             db=db,
             sidecar=sidecar,

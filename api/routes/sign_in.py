@@ -5,14 +5,21 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import RedirectResponse
 from pydantic import BaseModel
 
-from api.deps import DbDep
+from api.deps import (
+    CredentialsFirstRoute,
+    DbDep,
+    SecretBoxDep,
+    ThrottleDep,
+    client_address,
+)
 from models.core import errors
 from models.core.clock import utc_now
+from models.core.throttle import SIGN_INS
 from models.sign_in import attempts
 from models.sign_in.oidc import OidcClient
 from models.users.schema import UserPublic
 
-router = APIRouter(tags=["sign-in"])
+router = APIRouter(route_class=CredentialsFirstRoute, tags=["sign-in"])
 
 
 class LoginAnswer(BaseModel):
@@ -38,14 +45,17 @@ def _oidc(request: Request) -> OidcClient:
 @router.get("/login")
 def login(
     request: Request,
-    db: DbDep,
+    secret_box: SecretBoxDep,
     redirect: Annotated[str | None, Query(max_length=2048)] = None,
 ) -> LoginAnswer:
     """The URL that leads to the identity provider (code flow with PKCE, state and nonce).
 
     `redirect` (a loopback address) is where a command-line client wants the token delivered.
+    Nothing is stored: the attempt travels sealed in the URL's `state`.
     """
-    url = attempts.start_sign_in(db=db, client=_oidc(request), return_to=redirect, now=utc_now())
+    url = attempts.start_sign_in(
+        client=_oidc(request), secret_box=secret_box, return_to=redirect, now=utc_now()
+    )
     return LoginAnswer(login_url=url)
 
 
@@ -53,18 +63,30 @@ def login(
 def callback(
     request: Request,
     db: DbDep,
+    throttle: ThrottleDep,
+    secret_box: SecretBoxDep,
     code: Annotated[str | None, Query(max_length=4096)] = None,
-    state: Annotated[str | None, Query(max_length=512)] = None,
+    state: Annotated[str | None, Query(max_length=4096)] = None,
     error: Annotated[str | None, Query(max_length=256)] = None,
 ) -> Any:
-    """Where the identity provider sends the browser back: the token, by redirect or as JSON."""
-    if error is not None or not code or not state:
-        raise errors.Unauthenticated(
-            f"the identity provider did not sign you in ({error or 'no code'}); try again"
+    """Where the identity provider sends the browser back: the token, by redirect or as JSON.
+
+    Failed sign-ins are throttled per client address (429 with `Retry-After`).
+    """
+    client = _oidc(request)
+    address = client_address(request)
+    throttle.refuse_if_blocked(SIGN_INS, address=address)
+    try:
+        if error is not None or not code or not state:
+            raise errors.Unauthenticated(
+                f"the identity provider did not sign you in ({error or 'no code'}); try again"
+            )
+        user, access_token, return_to = attempts.finish_sign_in(
+            db=db, client=client, secret_box=secret_box, code=code, state=state, now=utc_now()
         )
-    user, access_token, return_to = attempts.finish_sign_in(
-        db=db, client=_oidc(request), code=code, state=state, now=utc_now()
-    )
+    except errors.Unauthenticated:
+        throttle.record_failure(SIGN_INS, address=address)
+        raise
     target = return_to or request.app.state.settings.oidc_redirect_url
     if target:
         separator = "&" if "?" in target else "?"

@@ -2,11 +2,11 @@ import uuid
 
 from fastapi import APIRouter
 
-from api.deps import CurrentUser, DbDep
+from api.deps import CredentialsFirstRoute, CurrentUser, DbDep
 from models.users import service as user_service
 from models.users.schema import UserPublic, UserUpdate
 
-router = APIRouter(prefix="/users", tags=["users"])
+router = APIRouter(route_class=CredentialsFirstRoute, prefix="/users", tags=["users"])
 
 
 @router.get("/me")

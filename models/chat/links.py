@@ -62,7 +62,7 @@ def finish_chat_link(*, db: Session, actor: User, code: str, now: datetime) -> U
     with write_transaction(db):
         link = db.get(ChatLinkCode, _code_hash(code), with_for_update=True)
         if link is None or link.created_at < now - LINK_CODE_LIFETIME:
-            raise errors.InvalidRequest(
+            raise errors.UnknownCode(
                 "this link code is unknown, used or expired; type /accessgate link for a new one"
             )
         db.delete(link)

@@ -1,6 +1,8 @@
 """The one engine factory, column types shared by the tables, and schema migrations."""
 
+import contextlib
 import enum
+import os
 import threading
 import uuid
 from collections.abc import Iterator
@@ -61,10 +63,21 @@ def create_db_engine(url: str) -> Engine:
     return create_engine(url, pool_size=20, max_overflow=20, pool_recycle=1800)
 
 
+def _create_private_file(path: Path) -> None:
+    """Create the database file (and its directory) readable by this user only.
+
+    SQLite gives the ``-wal`` and ``-shm`` files it creates the database file's mode, so they
+    are private too: they hold the same scripts, e-mail addresses and reasons.
+    """
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+
+
 def _create_sqlite_engine(url: str) -> Engine:
     database = make_url(url).database
-    if database and database != ":memory:":
-        Path(database).parent.mkdir(parents=True, exist_ok=True)
+    if database and database != ":memory:" and not database.startswith("file:"):
+        _create_private_file(Path(database))
     engine = create_engine(
         url,
         connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},

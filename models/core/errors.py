@@ -2,7 +2,8 @@
 
     DomainError
     ├── InvalidRequest          input the domain refuses (bad value, wrong combination)
-    │   └── ReviewClosed        the review no longer accepts decisions
+    │   ├── ReviewClosed        the review no longer accepts decisions
+    │   └── UnknownCode         a one-time code that is unknown, used or expired
     ├── Unauthenticated         no identity, or one that cannot be verified
     │   └── ChatUserNotLinked   a chat user no gateway user is linked to
     │       └── ChatEmailUnavailable  ...and the chat service would not say their e-mail
@@ -16,6 +17,7 @@
     │   ├── NotApproved
     │   └── OutsideTimeWindow
     ├── NotFound                no such resource (or not visible to the caller)
+    ├── TooManyAttempts         too many failed attempts from one address or at one principal
     ├── Conflict                it already exists, or clashes with one that does
     ├── UnusableConfiguration   well-formed settings the plugin cannot run with
     ├── NotConfigured           the resource needs configuration before it can be used
@@ -40,6 +42,10 @@ class InvalidRequest(DomainError):
 
 class ReviewClosed(InvalidRequest):
     """The review is in a state that accepts no further decisions."""
+
+
+class UnknownCode(InvalidRequest):
+    """A one-time code that is unknown, used or expired (a wrong guess, as far as anyone knows)."""
 
 
 class Unauthenticated(DomainError):
@@ -92,6 +98,14 @@ class OutsideTimeWindow(Forbidden):
 
 class NotFound(DomainError):
     """No such resource, or one the caller may not see."""
+
+
+class TooManyAttempts(DomainError):
+    """Too many failed attempts: wait ``retry_after`` seconds."""
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class Conflict(DomainError):

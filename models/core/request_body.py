@@ -7,7 +7,7 @@ hear about rather than data silently dropped.
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, model_validator
 
 MAX_DURATION_NS = 366 * 24 * 3600 * 1_000_000_000
 """Durations are bounded (a year) so they fit every backend's 64-bit integers."""
@@ -38,6 +38,20 @@ def _contains_unstorable_text(value: Any) -> bool:
         elif isinstance(item, list | tuple):
             pending.extend(item)
     return False
+
+
+def max_utf8_bytes(limit: int) -> AfterValidator:
+    """Refuses text longer than ``limit`` bytes of UTF-8: what it takes to store and send.
+
+    A character bound alone lets through four times as many bytes (every character an emoji).
+    """
+
+    def _check(text: str) -> str:
+        if len(text.encode("utf-8", "surrogatepass")) > limit:
+            raise ValueError(f"at most {limit:,} bytes of UTF-8")
+        return text
+
+    return AfterValidator(_check)
 
 
 class RequestBody(BaseModel):

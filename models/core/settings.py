@@ -1,14 +1,17 @@
 """Service settings, read from ``ACCESSGATE_*`` environment variables."""
 
+import contextlib
 import os
 import re
 import secrets
+import tempfile
+import time
 from datetime import timedelta
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BeforeValidator, Field
+from pydantic import BeforeValidator, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -27,6 +30,7 @@ def parse_duration(value: object) -> object:
 
 Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
 
+MIN_SECRET_KEY_BYTES = 32
 SECRET_KEY_FILE = "secret_key"  # noqa: S105 - the file name, not a secret
 LICENSE_SIGNING_KEY_FILE = "license_signing_key.pem"
 
@@ -55,13 +59,20 @@ class Settings(BaseSettings):
     oidc_client_secret: str = ""
     oidc_scopes: str = "openid email profile groups"
     oidc_groups_claim: str = "groups"
+    oidc_audience: str = Field(
+        default="",
+        description="The audience of the provider's JWT access tokens for this API; with it, "
+        "such tokens are verified locally. Empty: only typ at+jwt tokens are, any other token "
+        "is checked at the provider's userinfo endpoint.",
+    )
     oidc_redirect_url: str = Field(
         default="",
         description="Where the browser goes after sign-in, with the token; empty answers JSON.",
     )
     secret_key: str = Field(
         default="",
-        description="Signs local tokens; empty means a key generated once into the data directory.",
+        description="Signs local tokens and seals secrets; at least 32 bytes. Empty means a key "
+        "generated once into the data directory.",
     )
     token_ttl_seconds: int = Field(default=12 * 3600, gt=0)
     license_signing_key_file: Path | None = Field(
@@ -100,6 +111,33 @@ class Settings(BaseSettings):
         "(90s, 30m, 24h, 7d; 0 prunes them as soon as the next round runs).",
     )
 
+    max_body_bytes: int = Field(
+        default=1024 * 1024,
+        ge=1024,
+        description="Larger request bodies are refused with 413 before they are read.",
+    )
+    body_timeout_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="A request body that takes longer to arrive is refused with 408.",
+    )
+    header_timeout_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        description="A connection whose request headers take longer to arrive is closed.",
+    )
+
+    @field_validator("secret_key")
+    @classmethod
+    def _long_enough(cls, key: str) -> str:
+        if key and len(key.encode()) < MIN_SECRET_KEY_BYTES:
+            raise ValueError(
+                f"must be at least {MIN_SECRET_KEY_BYTES} bytes (it is "
+                f"{len(key.encode())}); make one with: python3 -c 'import secrets; "
+                "print(secrets.token_urlsafe(48))'"
+            )
+        return key
+
     def license_key_path(self) -> Path:
         """The configured key file, or where versions before 0.2 generated one (imported once)."""
         return self.license_signing_key_file or self.data_dir / LICENSE_SIGNING_KEY_FILE
@@ -120,17 +158,40 @@ def get_settings() -> Settings:
 def resolve_secret_key(settings: Settings) -> bytes:
     """Return the configured secret key, or the one generated once into the data directory.
 
-    The generated file is created with ``O_EXCL`` and mode 0600 so that two processes starting
-    together agree on one key and no other local user can read it.
+    The generated key is written whole to a private temporary file, then linked to its name,
+    which fails if another process linked its key first: every process starting together reads
+    one complete key, never an empty or half-written file.
     """
     if settings.secret_key:
         return settings.secret_key.encode()
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    path = settings.data_dir / SECRET_KEY_FILE
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return path.read_bytes().strip()
-    with os.fdopen(fd, "w") as key_file:
-        key_file.write(secrets.token_urlsafe(48))
-    return path.read_bytes().strip()
+    data_dir = private_data_dir(settings)
+    path = data_dir / SECRET_KEY_FILE
+    if not path.exists():
+        fd, draft = tempfile.mkstemp(dir=data_dir, prefix=f".{SECRET_KEY_FILE}.")
+        try:
+            with os.fdopen(fd, "w") as draft_file:  # mkstemp makes it 0600
+                draft_file.write(secrets.token_urlsafe(48))
+                draft_file.flush()
+                os.fsync(draft_file.fileno())
+            with contextlib.suppress(FileExistsError):
+                os.link(draft, path)
+        finally:
+            os.unlink(draft)
+    return _read_complete_key(path)
+
+
+def _read_complete_key(path: Path) -> bytes:
+    # A key file written by a version before the atomic link could be seen while it was being
+    # written; wait a moment for it rather than start with an empty key.
+    for _ in range(50):
+        key = path.read_bytes().strip()
+        if len(key) >= MIN_SECRET_KEY_BYTES:
+            return key
+        time.sleep(0.1)
+    raise RuntimeError(f"{path} holds no usable secret key; remove it to generate a new one")
+
+
+def private_data_dir(settings: Settings) -> Path:
+    """The data directory, created readable by this user only (it holds keys and the database)."""
+    settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return settings.data_dir

@@ -50,6 +50,7 @@ class Review(SQLModel, table=True):
     min_approvals: int | None = None
     force_approval_groups: list[str] = Field(default_factory=list, sa_type=JSON)
     time_window: dict[str, Any] | None = Field(default=None, sa_type=JSON(none_as_null=True))
+    time_window_set_by_id: uuid.UUID | None = Field(default=None, foreign_key="user.id")
     access_duration: int = Field(default=DEFAULT_ACCESS_DURATION_NS, sa_type=BigInteger)
     access_request_rule_name: str | None = Field(default=None, max_length=128)
     rejection_reason: str | None = Field(default=None, sa_type=Text)
@@ -120,7 +121,7 @@ class ReviewDecisionRequest(RequestBody):
     """Body of ``PUT /reviews/{id}`` (spec 2.1)."""
 
     status: Decision
-    force_review: bool = False
+    force_review: bool = pydantic.Field(default=False, strict=True)
     rejection_reason: str | None = pydantic.Field(default=None, max_length=MAX_REJECTION_REASON)
     time_window: TimeWindow | None = None
 

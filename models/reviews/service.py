@@ -60,15 +60,49 @@ def update_review(
         )
         reviewer = Reviewer(id=actor.id, groups=frozenset(actor.groups), is_admin=actor.is_admin)
         outcome = decide(before, reviewer, request.status, force=request.force_review)
-        window_changes = (
-            request.time_window is not None
-            and request.time_window.model_dump() != review.time_window
-        )
+        window_changes = _window_change(db, review, request)
         if outcome.changes(before) or window_changes:
             _apply(db, review, entries, outcome, actor=actor, request=request, now=now)
             _record(db, review, before, outcome, actor=actor, request=request, door=door, now=now)
     # Rendered from what this transaction already holds; only other reviewers are looked up.
     return _review_view(review, _entry_views(db, entries, known_users=[actor]))
+
+
+def _window_change(db: Session, review: Review, request: ReviewDecisionRequest) -> bool:
+    """Whether the approval sets the review's time window; Conflict if it would change one.
+
+    The first window set is the one every later approver agreed to (or may refuse by
+    rejecting), so nobody can widen it afterwards; and an APPROVED review's window never
+    changes, as the approvals were given for it.
+    """
+    if request.time_window is None:
+        return False
+    wanted = request.time_window.model_dump()
+    if wanted == review.time_window:
+        return False
+    if review.time_window is not None:
+        setter = (
+            None
+            if review.time_window_set_by_id is None
+            else db.get(User, review.time_window_set_by_id)
+        )
+        window = review.time_window["configuration"]
+        raise errors.Conflict(
+            f"this review's time window ({window['start_time']}-{window['end_time']} UTC) was "
+            f"set by {_who(setter)}; an approval may repeat "
+            "it but not change it"
+        )
+    if review.status is not ReviewStatus.PENDING:
+        raise errors.Conflict(
+            f"this review is already {review.status} without a time window; it cannot get one now"
+        )
+    return True
+
+
+def _who(user: User | None) -> str:
+    if user is None:
+        return "an earlier approver"
+    return user.name or user.email or user.sub
 
 
 def _named_by(review_ref: str) -> ColumnElement[bool]:
@@ -110,8 +144,9 @@ def _apply(
             entry.review_date = now
             entry.forced_review = outcome.forced
             db.add(entry)
-    if request.time_window is not None:
+    if request.time_window is not None and review.time_window is None:
         review.time_window = request.time_window.model_dump()
+        review.time_window_set_by_id = actor.id
     if outcome.status is not review.status:
         _enter_status(review, outcome.status, actor=actor, request=request, now=now)
     db.add(review)

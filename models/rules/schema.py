@@ -40,9 +40,9 @@ class AccessRequestRuleIn(RequestBody):
     connections: list[str] = pydantic.Field(min_length=1, max_length=1000)
     approval_groups: list[str] = pydantic.Field(min_length=1, max_length=100)
     force_approval_groups: list[str] = pydantic.Field(default_factory=list, max_length=100)
-    min_approvals: int | None = pydantic.Field(default=None, ge=1, le=100)
+    min_approvals: int | None = pydantic.Field(default=None, strict=True, ge=1, le=100)
     access_max_duration: int | None = pydantic.Field(
-        default=None, gt=0, le=MAX_DURATION_NS, description="Nanoseconds."
+        default=None, strict=True, gt=0, le=MAX_DURATION_NS, description="Nanoseconds."
     )
 
     @field_validator("approval_groups", "force_approval_groups")

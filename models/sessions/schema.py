@@ -3,6 +3,7 @@
 import uuid
 from datetime import datetime
 from enum import StrEnum
+from typing import Annotated
 
 import pydantic
 from pydantic import BaseModel
@@ -11,12 +12,22 @@ from sqlmodel import Field, SQLModel
 
 from models.core.clock import utc_now
 from models.core.db import UTCDateTime, enum_column, new_id
-from models.core.request_body import MAX_DURATION_NS, RequestBody
+from models.core.request_body import MAX_DURATION_NS, RequestBody, max_utf8_bytes
 from models.reviews.machine import ReviewStatus
 from models.reviews.schema import ReviewPublic, ReviewType
 from models.rules.schema import DEFAULT_ACCESS_DURATION_NS
 
 MAX_SCRIPT_BYTES = 1_000_000
+
+ScriptText = Annotated[
+    str,
+    # The character bound is stated for clients and checked first (it is cheap); the byte bound
+    # is the one that matters.
+    pydantic.Field(
+        max_length=MAX_SCRIPT_BYTES, description=f"At most {MAX_SCRIPT_BYTES:,} bytes of UTF-8."
+    ),
+    max_utf8_bytes(MAX_SCRIPT_BYTES),
+]
 
 
 class GatewaySession(SQLModel, table=True):
@@ -54,10 +65,11 @@ def session_status(review_status: ReviewStatus | None, executed_at: datetime | N
 
 class SessionCreate(RequestBody):
     connection: str = pydantic.Field(min_length=1, max_length=128)
-    script: str = pydantic.Field(default="", max_length=MAX_SCRIPT_BYTES)
+    script: ScriptText = ""
     type: ReviewType = ReviewType.ONETIME
     access_duration: int = pydantic.Field(
         default=DEFAULT_ACCESS_DURATION_NS,
+        strict=True,
         gt=0,
         le=MAX_DURATION_NS,
         description="Nanoseconds; jit sessions only.",

@@ -21,7 +21,7 @@ from models.core.db import UTCDateTime, new_id
 from models.core.request_body import MAX_DURATION_NS, RequestBody
 from models.reviews.schema import ReviewType
 from models.rules.schema import DEFAULT_ACCESS_DURATION_NS
-from models.sessions.schema import MAX_SCRIPT_BYTES
+from models.sessions.schema import ScriptText
 
 SIDECAR_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
 MAX_VERSION_CHARS = 64
@@ -148,10 +148,10 @@ class SidecarReviewCreate(RequestBody):
     user: str = pydantic.Field(
         min_length=1, max_length=255, description="The `sub` of the user running the statement."
     )
-    script: str = pydantic.Field(min_length=1, max_length=MAX_SCRIPT_BYTES)
+    script: ScriptText = pydantic.Field(min_length=1)
     type: ReviewType = ReviewType.ONETIME
     access_duration: int = pydantic.Field(
-        default=DEFAULT_ACCESS_DURATION_NS, gt=0, le=MAX_DURATION_NS
+        default=DEFAULT_ACCESS_DURATION_NS, strict=True, gt=0, le=MAX_DURATION_NS
     )
 
 

@@ -47,7 +47,7 @@ def _token_hash(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8", "surrogateescape")).hexdigest()
 
 
-def _sidecar_id_in(token: str) -> uuid.UUID | None:
+def sidecar_id_in(token: str) -> uuid.UUID | None:
     # Tokens are "ags_<sidecar id hex>_<secret>": the id finds the row, the hash proves the rest.
     if not token.startswith(TOKEN_PREFIX):
         return None
@@ -147,7 +147,7 @@ def authenticate_sidecar(*, db: Session, token: str | None) -> AuthenticatedSide
     """The live sidecar whose token this is; Unauthenticated otherwise. Records nothing."""
     if not token:
         raise errors.Unauthenticated(MISSING_TOKEN)
-    sidecar_id = _sidecar_id_in(token)
+    sidecar_id = sidecar_id_in(token)
     row = None
     if sidecar_id is not None:
         row = db.connection().execute(_SELECT_FOR_TOKEN, {"sidecar_id": sidecar_id}).first()

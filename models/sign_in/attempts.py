@@ -1,38 +1,39 @@
-"""Sign-in attempts: remembered between the login URL and the callback, used once.
+"""Sign-in attempts: carried from the login URL to the callback sealed in ``state`` itself.
 
-The state, nonce and PKCE verifier stay on the server (only a hash of the state is stored), so
-a code intercepted on its way back is useless without the attempt it belongs to.
+Nothing is written when someone asks for a login URL: an anonymous caller could otherwise fill
+the database (and, on SQLite, queue every writer) with attempts. The attempt's secrets (a seed
+from which the nonce and the PKCE verifier are derived), where the sign-in should return, and
+when it started travel in the ``state`` parameter, sealed with the service's secret key: a
+client can neither read the verifier in it nor make one up. Replicas share the key, so any of
+them can finish a sign-in another started. A code is used once by the provider, so a state seen
+twice cannot sign anyone in twice.
 """
 
+import base64
 import hashlib
 import ipaddress
+import json
+import secrets
 from datetime import datetime, timedelta
+from typing import Any
 from urllib.parse import urlsplit
 
-from sqlalchemy import String
-from sqlmodel import Field, Session, SQLModel, col, delete, select
+from sqlmodel import Session
 
 from models.core import errors
-from models.core.db import UTCDateTime, write_transaction
+from models.core.sealing import SecretBox, UnsealError
 from models.sign_in.oidc import OidcClient
 from models.users.schema import UserPublic
 from models.users.service import authenticated_user, upsert_user, user_view
 
 ATTEMPT_LIFETIME = timedelta(minutes=10)
+STATE_CONTEXT = "sign_in_state"
+UNKNOWN_ATTEMPT = "this sign-in is unknown or expired; start it again"
 
 
-class SignInAttempt(SQLModel, table=True):
-    __tablename__ = "sign_in_attempt"
-
-    state_hash: str = Field(sa_type=String(64), primary_key=True)
-    nonce: str = Field(sa_type=String(128))
-    code_verifier: str = Field(sa_type=String(128))
-    return_to: str | None = Field(default=None, sa_type=String(2048))
-    created_at: datetime = Field(sa_type=UTCDateTime, index=True)
-
-
-def _state_hash(state: str) -> str:
-    return hashlib.sha256(state.encode("utf-8", "surrogateescape")).hexdigest()
+def _derived(seed: bytes, purpose: str) -> str:
+    digest = hashlib.sha256(purpose.encode() + b"\x00" + seed).digest()
+    return base64.urlsafe_b64encode(digest).decode().rstrip("=")
 
 
 def check_return_to(url: str) -> str:
@@ -47,42 +48,51 @@ def check_return_to(url: str) -> str:
     return url
 
 
-def start_sign_in(*, db: Session, client: OidcClient, return_to: str | None, now: datetime) -> str:
-    """Remember a new attempt and return the URL that leads to the identity provider."""
+def start_sign_in(
+    *, client: OidcClient, secret_box: SecretBox, return_to: str | None, now: datetime
+) -> str:
+    """The URL that leads to the identity provider, carrying this attempt in its state."""
     if return_to is not None:
         check_return_to(return_to)
-    login = client.start_login()
-    with write_transaction(db):
-        db.exec(delete(SignInAttempt).where(col(SignInAttempt.created_at) < now - ATTEMPT_LIFETIME))
-        db.add(
-            SignInAttempt(
-                state_hash=_state_hash(login.state),
-                nonce=login.nonce,
-                code_verifier=login.code_verifier,
-                return_to=return_to,
-                created_at=now,
-            )
-        )
-    return login.url
+    seed = secrets.token_bytes(32)
+    attempt = {
+        "seed": base64.b64encode(seed).decode(),
+        "return_to": return_to,
+        "at": now.timestamp(),
+    }
+    state = secret_box.seal(json.dumps(attempt).encode(), context=STATE_CONTEXT)
+    return client.authorization_url(
+        state=state,
+        nonce=_derived(seed, "nonce"),
+        code_verifier=_derived(seed, "pkce code verifier"),
+    )
+
+
+def _open_attempt(secret_box: SecretBox, state: str, now: datetime) -> dict[str, Any]:
+    try:
+        attempt = json.loads(secret_box.open(state, context=STATE_CONTEXT))
+    except (UnsealError, ValueError) as exc:
+        raise errors.Unauthenticated(UNKNOWN_ATTEMPT) from exc
+    started = datetime.fromtimestamp(float(attempt["at"]), tz=now.tzinfo)
+    if not now - ATTEMPT_LIFETIME <= started <= now + timedelta(minutes=1):
+        raise errors.Unauthenticated(UNKNOWN_ATTEMPT)
+    return dict(attempt)
 
 
 def finish_sign_in(
-    *, db: Session, client: OidcClient, code: str, state: str, now: datetime
+    *, db: Session, client: OidcClient, secret_box: SecretBox, code: str, state: str, now: datetime
 ) -> tuple[UserPublic, str, str | None]:
-    """Use up the attempt, check the provider's answer, sign the user up or refresh them.
+    """Check the state and the provider's answer, then sign the user up or refresh them.
 
     Returns the user, the access token for API calls, and where the attempt asked to go back.
+    Nothing is written before the provider has accepted the code.
     """
-    with write_transaction(db):
-        attempt = db.exec(
-            select(SignInAttempt).where(SignInAttempt.state_hash == _state_hash(state))
-        ).first()
-        if attempt is not None:
-            db.delete(attempt)
-    if attempt is None or attempt.created_at < now - ATTEMPT_LIFETIME:
-        raise errors.Unauthenticated("this sign-in is unknown or expired; start it again")
+    attempt = _open_attempt(secret_box, state, now)
+    seed = base64.b64decode(attempt["seed"])
     identity, access_token = client.finish_login(
-        code=code, code_verifier=attempt.code_verifier, nonce=attempt.nonce
+        code=code,
+        code_verifier=_derived(seed, "pkce code verifier"),
+        nonce=_derived(seed, "nonce"),
     )
     upsert_user(
         db=db,
@@ -92,4 +102,4 @@ def finish_sign_in(
         groups=identity.groups,
     )
     user = authenticated_user(db=db, sub=identity.sub)  # refuses inactive users
-    return user_view(user), access_token, attempt.return_to
+    return user_view(user), access_token, attempt["return_to"]

@@ -1,18 +1,27 @@
 """Sign-in with the organization's OpenID provider: the code flow with PKCE, and token checks.
 
 The provider's endpoints come from its discovery document and its keys from its JWKS, both
-fetched on first use; an ID token signed with a key we have not seen makes the JWKS be fetched
-again (the provider rotated its keys). Bearer tokens on API calls are checked against the
-provider: a JWT by signature, issuer and audience; an opaque token at the userinfo endpoint,
-whose answer is cached briefly so a burst of calls costs one round trip.
+fetched on first use. A token signed with a key we have not seen makes the JWKS be fetched
+again (the provider rotated its keys), but at most once a minute and by one thread at a time:
+anyone can send a token with a made-up ``kid``, and must not make the service fetch for each.
+Tokens signed with known keys are verified from the keys in hand, never waiting on a fetch.
+
+Bearer tokens on API calls must be *access* tokens. An ID token is for this service's sign-in
+only: accepted as a bearer, anyone who ever saw one (another client of the same provider, a log)
+could call the API with it. So a JWT is verified here only when it says it is an access token
+(``typ: at+jwt``, RFC 9068) or when ``ACCESSGATE_OIDC_AUDIENCE`` names the audience the provider
+puts in its access tokens (ID tokens carry the client id instead). Any other token is shown to
+the provider's userinfo endpoint, which accepts only access tokens; its answers, refusals
+included, are cached briefly so a burst of calls costs one round trip.
 """
 
 import base64
 import hashlib
+import math
 import secrets
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
@@ -24,6 +33,10 @@ from models.core import errors
 
 HTTP_TIMEOUT_SECONDS = 10
 USERINFO_CACHE_SECONDS = 60
+USERINFO_REFUSAL_CACHE_SECONDS = 30
+JWKS_REFETCH_INTERVAL_SECONDS = 60
+MAX_CACHED_USERINFO = 10_000
+ACCESS_TOKEN_TYPES = frozenset({"at+jwt", "application/at+jwt"})
 # Asymmetric algorithms only: "none" and HMAC (which a forger could key with public data) are
 # never accepted, whatever the token's header claims.
 ACCEPTED_ALGORITHMS = (
@@ -37,16 +50,6 @@ ACCEPTED_ALGORITHMS = (
     "ES384",
     "EdDSA",
 )
-
-
-@dataclass(frozen=True)
-class LoginStart:
-    """What one sign-in attempt must remember until the provider sends the browser back."""
-
-    url: str
-    state: str
-    nonce: str
-    code_verifier: str
 
 
 @dataclass(frozen=True)
@@ -71,7 +74,9 @@ class OidcClient:
         redirect_uri: str,
         scopes: str,
         groups_claim: str,
+        audience: str = "",
         http: httpx.Client | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.issuer = issuer.rstrip("/")
         self.client_id = client_id
@@ -79,11 +84,19 @@ class OidcClient:
         self.redirect_uri = redirect_uri
         self.scopes = scopes
         self.groups_claim = groups_claim
+        if audience and audience == client_id:
+            raise ValueError(
+                "ACCESSGATE_OIDC_AUDIENCE must name the API's audience in access tokens, not the "
+                "client id (which ID tokens carry)"
+            )
+        self.audience = audience
         self._http = http or httpx.Client(timeout=HTTP_TIMEOUT_SECONDS)
+        self._clock = clock
         self._discovery: dict[str, Any] | None = None
         self._jwks: jwt.PyJWKSet | None = None
-        self._userinfo_cache: dict[str, tuple[float, str]] = {}
-        self._lock = threading.Lock()
+        self._jwks_fetched_at = -math.inf
+        self._jwks_fetch = threading.Lock()  # taken only to fetch: one fetch at a time
+        self._userinfo_cache: dict[str, tuple[float, str | None]] = {}
 
     # -- provider metadata ----------------------------------------------------------------
 
@@ -98,17 +111,45 @@ class OidcClient:
             self._discovery = document
         return self._discovery
 
-    def _signing_key(self, kid: str | None) -> jwt.PyJWK:
-        with self._lock:
-            for refresh in (False, True):
-                if self._jwks is None or refresh:
+    def _signing_key(self, kid: str | None, *, from_provider: bool) -> jwt.PyJWK:
+        """The provider's key ``kid``; fetched again if unknown, within limits.
+
+        ``from_provider``: the token came straight from the provider's token endpoint (not
+        from a client), so an unknown key means a rotation, and the keys are fetched anew
+        however recently they were.
+        """
+        key = self._known_key(kid)
+        if key is not None:
+            return key
+        # Nobody waits behind a fetch already in flight once keys are known: a burst of made-up
+        # kids costs one fetch, and a thread each for no longer than it takes to say no.
+        if self._jwks_fetch.acquire(blocking=self._jwks is None or from_provider):
+            try:
+                key = self._known_key(kid)  # fetched while this thread waited
+                since = self._clock() - self._jwks_fetched_at
+                due = from_provider or since >= JWKS_REFETCH_INTERVAL_SECONDS
+                if key is None and due:
+                    self._jwks_fetched_at = self._clock()
                     self._jwks = jwt.PyJWKSet.from_dict(
                         self._get_json(self.discovery()["jwks_uri"])
                     )
-                for key in self._jwks.keys:
-                    if kid is None or key.key_id == kid:
-                        return key
-        raise errors.Unauthenticated("the token is signed with a key the provider does not have")
+                    key = self._known_key(kid)
+            finally:
+                self._jwks_fetch.release()
+        if key is None:
+            raise errors.Unauthenticated(
+                "the token is signed with a key the provider does not have"
+            )
+        return key
+
+    def _known_key(self, kid: str | None) -> jwt.PyJWK | None:
+        keys = self._jwks  # one snapshot: a fetch replaces the set, it never edits it
+        if keys is None:
+            return None
+        for key in keys.keys:
+            if kid is None or key.key_id == kid:
+                return key
+        return None
 
     def _get_json(self, url: str, **kwargs: Any) -> dict[str, Any]:
         try:
@@ -125,11 +166,8 @@ class OidcClient:
 
     # -- the code flow --------------------------------------------------------------------
 
-    def start_login(self) -> LoginStart:
-        """A fresh authorization URL with its state, nonce and PKCE verifier."""
-        state = secrets.token_urlsafe(32)
-        nonce = secrets.token_urlsafe(32)
-        code_verifier = secrets.token_urlsafe(64)
+    def authorization_url(self, *, state: str, nonce: str, code_verifier: str) -> str:
+        """Where to send the browser: the code flow with this state, nonce and PKCE verifier."""
         challenge = (
             base64.urlsafe_b64encode(hashlib.sha256(code_verifier.encode()).digest())
             .decode()
@@ -147,8 +185,7 @@ class OidcClient:
                 "code_challenge_method": "S256",
             }
         )
-        url = f"{self.discovery()['authorization_endpoint']}?{query}"
-        return LoginStart(url=url, state=state, nonce=nonce, code_verifier=code_verifier)
+        return f"{self.discovery()['authorization_endpoint']}?{query}"
 
     def finish_login(self, *, code: str, code_verifier: str, nonce: str) -> tuple[Identity, str]:
         """Exchange the code; return who signed in and the access token for API calls."""
@@ -178,7 +215,7 @@ class OidcClient:
 
     def verify_id_token(self, token: str, *, nonce: str | None) -> dict[str, Any]:
         """The claims of a valid ID token: signature, issuer, audience, expiry and nonce."""
-        claims = self._verify_jwt(token, audience=self.client_id)
+        claims = self._verify_jwt(token, audience=self.client_id, from_provider=True)
         if nonce is not None and not secrets.compare_digest(str(claims.get("nonce", "")), nonce):
             raise errors.Unauthenticated("the ID token was not issued for this sign-in")
         return claims
@@ -196,19 +233,29 @@ class OidcClient:
     # -- bearer tokens on API calls -------------------------------------------------------
 
     def subject_of(self, token: str) -> str:
-        """The ``sub`` of a valid access token, or Unauthenticated."""
+        """The ``sub`` of a valid access token, or Unauthenticated. ID tokens are refused."""
         if token.count(".") == 2:
-            return str(self._verify_jwt(token, audience=self.client_id)["sub"])
+            try:
+                token_type = str(jwt.get_unverified_header(token).get("typ", "")).lower()
+            except jwt.InvalidTokenError as exc:
+                raise errors.Unauthenticated("the token is not a valid JWT") from exc
+            if token_type in ACCESS_TOKEN_TYPES:
+                audience = self.audience or self.client_id
+                return str(self._verify_jwt(token, audience=audience)["sub"])
+            if self.audience:
+                return str(self._verify_jwt(token, audience=self.audience)["sub"])
         return self._userinfo_subject(token)
 
-    def _verify_jwt(self, token: str, *, audience: str) -> dict[str, Any]:
+    def _verify_jwt(
+        self, token: str, *, audience: str, from_provider: bool = False
+    ) -> dict[str, Any]:
         try:
             header = jwt.get_unverified_header(token)
         except jwt.InvalidTokenError as exc:
             raise errors.Unauthenticated("the token is not a valid JWT") from exc
         if header.get("alg") not in ACCEPTED_ALGORITHMS:
             raise errors.Unauthenticated("the token's signing algorithm is not accepted")
-        key = self._signing_key(header.get("kid"))
+        key = self._signing_key(header.get("kid"), from_provider=from_provider)
         try:
             claims: dict[str, Any] = jwt.decode(
                 token,
@@ -225,24 +272,42 @@ class OidcClient:
         return claims
 
     def _userinfo_subject(self, token: str) -> str:
-        cache_key = hashlib.sha256(token.encode()).hexdigest()
-        now = time.monotonic()
+        cache_key = hashlib.sha256(token.encode("utf-8", "surrogateescape")).hexdigest()
         cached = self._userinfo_cache.get(cache_key)
-        if cached is not None and cached[0] > now:
+        if cached is not None and cached[0] > self._clock():
+            if cached[1] is None:
+                raise errors.Unauthenticated(REFUSED_BY_PROVIDER)
             return cached[1]
         try:
             response = self._http.get(
                 self.discovery()["userinfo_endpoint"],
                 headers={"Authorization": f"Bearer {token}"},
             )
-        except httpx.HTTPError as exc:
+        except httpx.HTTPError as exc:  # not cached: the next call asks again
             raise errors.ProviderUnavailable("the identity provider cannot be reached") from exc
-        if response.status_code != 200:
-            raise errors.Unauthenticated("the identity provider does not accept this token")
-        sub = response.json().get("sub")
-        if not isinstance(sub, str) or not sub:
-            raise errors.Unauthenticated("the identity provider names no user for this token")
-        if len(self._userinfo_cache) > 10_000:
+        sub = _userinfo_sub(response)
+        lifetime = USERINFO_CACHE_SECONDS if sub else USERINFO_REFUSAL_CACHE_SECONDS
+        if len(self._userinfo_cache) >= MAX_CACHED_USERINFO:
             self._userinfo_cache.clear()
-        self._userinfo_cache[cache_key] = (now + USERINFO_CACHE_SECONDS, sub)
+        self._userinfo_cache[cache_key] = (self._clock() + lifetime, sub)
+        if sub is None:
+            raise errors.Unauthenticated(REFUSED_BY_PROVIDER)
         return sub
+
+
+REFUSED_BY_PROVIDER = "the identity provider does not accept this token"
+
+
+def _userinfo_sub(response: httpx.Response) -> str | None:
+    """The ``sub`` of a userinfo answer; None when the provider refused the token."""
+    if response.status_code >= 500:  # the provider's trouble, not the token's: not cached
+        raise errors.ProviderUnavailable(
+            f"the identity provider answered {response.status_code} at its userinfo endpoint"
+        )
+    if response.status_code != 200:
+        return None
+    try:
+        sub = response.json().get("sub")
+    except (ValueError, AttributeError):
+        return None
+    return sub if isinstance(sub, str) and sub else None

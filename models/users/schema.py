@@ -1,5 +1,6 @@
 """Organizations and users. A user is identified by the identity provider's ``sub``."""
 
+import unicodedata
 import uuid
 from datetime import datetime
 from enum import StrEnum
@@ -45,14 +46,21 @@ class User(SQLModel, table=True):
         return ADMIN_GROUP in self.groups
 
 
+def _unfit_in_name(character: str) -> bool:
+    # Spaces and every "other" category (control, format such as bidi overrides, private use,
+    # unassigned, surrogates): a name must read in a log, a card or a terminal as what it is.
+    return character.isspace() or unicodedata.category(character).startswith("C")
+
+
 def validate_group_names(groups: list[str]) -> list[str]:
     """Return the group names stripped and de-duplicated in order, or raise ValueError."""
     cleaned: list[str] = []
     for group in groups:
         name = group.strip()
-        if not name or len(name) > MAX_GROUP_NAME or any(ch.isspace() for ch in name):
+        if not name or len(name) > MAX_GROUP_NAME or any(_unfit_in_name(ch) for ch in name):
             raise ValueError(
-                f"group names are 1 to {MAX_GROUP_NAME} characters without spaces: {group!r}"
+                f"group names are 1 to {MAX_GROUP_NAME} characters without spaces or control "
+                f"characters: {group!r}"
             )
         if name not in cleaned:
             cleaned.append(name)

@@ -106,12 +106,16 @@ def test_an_inactive_user_is_refused_and_gets_no_token(server, provider):
     assert old_token.status_code == 403
 
 
-def forged(claims: dict, *, alg: str = "RS256", kid: str = "key-1", key=None) -> str:
+def forged(
+    claims: dict, *, alg: str = "RS256", kid: str = "key-1", key=None, typ: str | None = "at+jwt"
+) -> str:
+    """A JWT access token (RFC 9068 ``typ``) unless ``typ`` says otherwise."""
+    header = {"kid": kid} if typ is None else {"kid": kid, "typ": typ}
     if alg == "none":
-        header = base64.urlsafe_b64encode(json.dumps({"alg": "none", "kid": kid}).encode())
+        encoded = base64.urlsafe_b64encode(json.dumps({"alg": "none", **header}).encode())
         payload = base64.urlsafe_b64encode(json.dumps(claims).encode())
-        return f"{header.decode().rstrip('=')}.{payload.decode().rstrip('=')}."
-    return jwt.encode(claims, key, algorithm=alg, headers={"kid": kid})
+        return f"{encoded.decode().rstrip('=')}.{payload.decode().rstrip('=')}."
+    return jwt.encode(claims, key, algorithm=alg, headers=header)
 
 
 @pytest.mark.parametrize(
@@ -225,3 +229,17 @@ def test_a_jwt_access_token_signed_by_the_provider_is_accepted(server, provider)
 
     assert response.status_code == 200, response.text
     assert response.json()["sub"] == "alice"
+
+
+def test_an_id_token_is_not_accepted_as_a_bearer_token(server, provider):
+    """Signed by the provider for this client, with a nonce: an ID token. It says who signed
+    in, and is no permission to call the API."""
+    sign_in(server, "alice")
+    provider_key = RSAAlgorithm.from_jwk(json.dumps(provider.keys[0]))
+    claims = {"iss": provider.issuer, "aud": CLIENT_ID, "sub": "alice", "iat": 1_700_000_000}
+    id_token = forged({**claims, "exp": 4_000_000_000, "nonce": "n"}, key=provider_key, typ=None)
+
+    response = httpx.get(f"{server}/users/me", headers=bearer(id_token))
+
+    assert response.status_code == 401
+    assert response.json() == {"message": "the identity provider does not accept this token"}

@@ -50,12 +50,23 @@ class FakeProvider:
             return httpx.Response(200, json={"sub": self.userinfo_sub})
         return httpx.Response(404)
 
-    def token(self, **overrides: object) -> str:
+    def token(self, *, typ: str | None = None, **overrides: object) -> str:
+        """An ID token by default; ``typ="at+jwt"`` makes it an access token (RFC 9068)."""
         now = int(time.time())
         claims = {"iss": ISSUER, "aud": CLIENT_ID, "sub": "alice", "iat": now, "exp": now + 60}
         claims.update(overrides)
-        kid = self.public_jwks["keys"][0]["kid"]
-        return jwt.encode(claims, self.key, algorithm="RS256", headers={"kid": kid})
+        headers = {"kid": self.public_jwks["keys"][0]["kid"]}
+        if typ is not None:
+            headers["typ"] = typ
+        return jwt.encode(claims, self.key, algorithm="RS256", headers=headers)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
 
 
 @pytest.fixture
@@ -64,7 +75,11 @@ def provider() -> FakeProvider:
 
 
 @pytest.fixture
-def client(provider) -> OidcClient:
+def clock() -> Clock:
+    return Clock()
+
+
+def relying_party(provider: FakeProvider, clock: Clock, *, audience: str = "") -> OidcClient:
     return OidcClient(
         issuer=ISSUER,
         client_id=CLIENT_ID,
@@ -72,8 +87,15 @@ def client(provider) -> OidcClient:
         redirect_uri="http://127.0.0.1:8009/api/callback",
         scopes="openid email profile groups",
         groups_claim="groups",
+        audience=audience,
         http=httpx.Client(transport=httpx.MockTransport(provider.handle)),
+        clock=clock,
     )
+
+
+@pytest.fixture
+def client(provider, clock) -> OidcClient:
+    return relying_party(provider, clock)
 
 
 def test_a_valid_id_token_gives_its_claims(client, provider):
@@ -101,7 +123,10 @@ def test_id_tokens_for_another_sign_in_audience_or_issuer_are_refused(
 
 def test_hmac_and_none_tokens_are_refused_before_any_key_is_looked_up(client, provider):
     hmac_token = jwt.encode(
-        {"sub": "alice"}, "public-data-known-to-anyone-32-bytes", algorithm="HS256"
+        {"sub": "alice"},
+        "public-data-known-to-anyone-32-bytes",
+        algorithm="HS256",
+        headers={"typ": "at+jwt"},
     )
 
     with pytest.raises(errors.Unauthenticated, match="algorithm is not accepted"):
@@ -109,13 +134,60 @@ def test_hmac_and_none_tokens_are_refused_before_any_key_is_looked_up(client, pr
     assert "/jwks" not in provider.requests
 
 
-def test_an_unknown_key_id_fetches_the_keys_again_once(client, provider):
-    assert client.subject_of(provider.token()) == "alice"
+def test_an_unknown_key_id_fetches_the_keys_again_at_most_once_a_minute(client, provider, clock):
+    assert client.subject_of(provider.token(typ="at+jwt")) == "alice"
     provider.rotate()
 
-    assert client.subject_of(provider.token()) == "alice"
+    with pytest.raises(errors.Unauthenticated, match="key the provider does not have"):
+        client.subject_of(provider.token(typ="at+jwt"))
+    clock.now += 61
+    assert client.subject_of(provider.token(typ="at+jwt")) == "alice"
+
     assert provider.requests.count("/jwks") == 2
     assert provider.requests.count("/.well-known/openid-configuration") == 1
+
+
+def test_made_up_key_ids_cost_one_fetch_a_minute_whatever_their_number(client, provider, clock):
+    assert client.subject_of(provider.token(typ="at+jwt")) == "alice"
+    stranger = FakeProvider()
+    stranger.rotate()
+
+    for _ in range(50):
+        with pytest.raises(errors.Unauthenticated):
+            client.subject_of(stranger.token(typ="at+jwt"))
+        clock.now += 1
+
+    # 50 made-up kids within the minute after the first fetch: none fetched again.
+    assert provider.requests.count("/jwks") == 1
+    clock.now += 60
+    with pytest.raises(errors.Unauthenticated):
+        client.subject_of(stranger.token(typ="at+jwt"))
+    assert provider.requests.count("/jwks") == 2
+
+
+def test_an_id_token_from_the_provider_is_no_bearer_token(client, provider):
+    """An ID token is valid (signature, issuer, client id) but says who signed in, nothing
+    more; the API asks the provider, which accepts only access tokens."""
+    id_token = provider.token(nonce="n1")
+    assert client.verify_id_token(id_token, nonce="n1")["sub"] == "alice"
+
+    with pytest.raises(errors.Unauthenticated, match="does not accept this token"):
+        client.subject_of(id_token)
+    assert provider.requests.count("/me") == 1
+
+
+def test_with_an_audience_jwt_access_tokens_for_it_are_verified_locally(provider, clock):
+    client = relying_party(provider, clock, audience="https://accessgate.example/api")
+
+    assert client.subject_of(provider.token(aud="https://accessgate.example/api")) == "alice"
+    with pytest.raises(errors.Unauthenticated, match="not valid for this service"):
+        client.subject_of(provider.token())  # the client id: an ID token
+    assert "/me" not in provider.requests
+
+
+def test_the_client_id_cannot_be_the_audience(provider, clock):
+    with pytest.raises(ValueError, match="not the client id"):
+        relying_party(provider, clock, audience=CLIENT_ID)
 
 
 def test_a_key_the_provider_never_had_is_refused(client, provider):
@@ -123,7 +195,7 @@ def test_a_key_the_provider_never_had_is_refused(client, provider):
     stranger.rotate()
 
     with pytest.raises(errors.Unauthenticated, match="key the provider does not have"):
-        client.subject_of(stranger.token())
+        client.subject_of(stranger.token(typ="at+jwt"))
 
 
 def test_opaque_tokens_are_checked_at_userinfo_and_cached_briefly(client, provider):
@@ -135,21 +207,34 @@ def test_opaque_tokens_are_checked_at_userinfo_and_cached_briefly(client, provid
         client.subject_of("opaque-bad")
 
 
+def test_refusals_at_userinfo_are_cached_briefly_too(client, provider, clock):
+    for _ in range(20):
+        with pytest.raises(errors.Unauthenticated, match="does not accept this token"):
+            client.subject_of("opaque-bad")
+    assert provider.requests.count("/me") == 1
+
+    clock.now += 31
+    with pytest.raises(errors.Unauthenticated):
+        client.subject_of("opaque-bad")
+    assert provider.requests.count("/me") == 2
+
+
 def test_a_discovery_document_for_another_issuer_is_refused(client, provider):
     provider.discovery["issuer"] = "https://impostor.example"
 
     with pytest.raises(errors.ProviderUnavailable, match="names another issuer"):
-        client.start_login()
+        client.authorization_url(state="s", nonce="n", code_verifier="v" * 43)
 
 
 def test_the_login_url_carries_pkce_state_and_nonce(client):
-    login = client.start_login()
+    verifier = "v" * 64
+    url = client.authorization_url(state="the-state", nonce="the-nonce", code_verifier=verifier)
 
-    query = httpx.URL(login.url).params
-    assert login.url.startswith(f"{ISSUER}/auth?")
-    assert query["state"] == login.state
-    assert query["nonce"] == login.nonce
+    query = httpx.URL(url).params
+    assert url.startswith(f"{ISSUER}/auth?")
+    assert query["state"] == "the-state"
+    assert query["nonce"] == "the-nonce"
     assert query["code_challenge_method"] == "S256"
     assert len(query["code_challenge"]) == 43
-    assert query["code_challenge"] != login.code_verifier
+    assert query["code_challenge"] != verifier
     assert query["redirect_uri"] == "http://127.0.0.1:8009/api/callback"
