@@ -11,6 +11,7 @@ from sqlalchemy import Engine
 
 from models.core.clock import utc_now
 from models.core.db import db_scope
+from models.core.throttle import prune_throttle_counters
 from models.delivery.pruning import PRUNE_BATCH, prune_delivered
 
 logger = logging.getLogger("accessgate.housekeeping")
@@ -32,21 +33,22 @@ def prune_outbox(engine: Engine, retention: timedelta, batch: int = PRUNE_BATCH)
         time.sleep(PAUSE_BETWEEN_BATCHES_SECONDS)
 
 
-async def prune_outbox_forever(engine: Engine, retention: timedelta) -> None:
+async def prune_forever(engine: Engine, retention: timedelta) -> None:
     while True:
         try:
             pruned = await asyncio.to_thread(prune_outbox, engine, retention)
             if pruned:
                 logger.info("pruned %d delivered outbox events", pruned)
+            await asyncio.to_thread(prune_throttle_counters, engine)
         except Exception:
-            logger.exception("pruning the outbox failed; trying again later")
+            logger.exception("pruning failed; trying again later")
         await asyncio.sleep(PRUNE_EVERY_SECONDS)
 
 
 @contextlib.asynccontextmanager
 async def housekeeping(engine: Engine, retention: timedelta) -> AsyncIterator[None]:
     """Run the background work while the block runs."""
-    task = asyncio.create_task(prune_outbox_forever(engine, retention), name="housekeeping")
+    task = asyncio.create_task(prune_forever(engine, retention), name="housekeeping")
     try:
         yield
     finally:

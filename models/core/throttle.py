@@ -29,6 +29,10 @@ from models.core.db import db_scope, write_transaction
 MAX_REMEMBERED_BLOCKS = 10_000
 
 
+def _now() -> float:
+    return time.time()  # looked up at each call, so a test's frozen clock applies
+
+
 class ThrottleCounter(SQLModel, table=True):
     """One fixed window of failed attempts for one key."""
 
@@ -75,7 +79,7 @@ class DatabaseStorage(Storage):
 
     STORAGE_SCHEME = ["accessgate"]  # noqa: RUF012 - as the base class declares it
 
-    def __init__(self, engine: Engine, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, engine: Engine, *, clock: Callable[[], float] = _now) -> None:
         super().__init__()
         self._engine = engine
         self._clock = clock
@@ -128,7 +132,7 @@ class DatabaseStorage(Storage):
 class Throttle:
     """Counts failures per rule, address and principal; refuses with TooManyAttempts."""
 
-    def __init__(self, engine: Engine, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, engine: Engine, *, clock: Callable[[], float] = _now) -> None:
         self._clock = clock
         self._limiter = FixedWindowRateLimiter(DatabaseStorage(engine, clock=clock))
         self._blocked_until: dict[str, float] = {}
