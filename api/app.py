@@ -131,4 +131,5 @@ def oidc_client(settings: Settings) -> OidcClient:
         scopes=settings.oidc_scopes,
         groups_claim=settings.oidc_groups_claim,
         audience=settings.oidc_audience,
+        jwks_refetch_seconds=settings.oidc_jwks_refetch_seconds,
     )

@@ -93,7 +93,7 @@ def _content_length(scope: Scope) -> int | None:
 
 
 async def _refuse(send: Send, status: int, text: str) -> None:
-    body = json.dumps({"message": text}).encode()
+    body = json.dumps({"message": text}, separators=(",", ":")).encode()
     headers: list[Any] = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),

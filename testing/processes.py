@@ -44,12 +44,12 @@ class ServerProcess:
 
 @contextmanager
 def server_process(
-    environment: dict[str, str], port: int, log_path: Path
+    environment: dict[str, str], port: int, log_path: Path, *, log_level: str = "warning"
 ) -> Iterator[ServerProcess]:
     """Run `accessgate serve` until the block ends (or it is killed); yield it once it answers."""
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            [*ACCESSGATE, "serve", "--port", str(port), "--log-level", "warning"],
+            [*ACCESSGATE, "serve", "--port", str(port), "--log-level", log_level],
             env=environment,
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -59,6 +59,12 @@ class Settings(BaseSettings):
     oidc_client_secret: str = ""
     oidc_scopes: str = "openid email profile groups"
     oidc_groups_claim: str = "groups"
+    oidc_jwks_refetch_seconds: float = Field(
+        default=60.0,
+        ge=0,
+        description="A token signed with an unknown key fetches the provider's keys again at "
+        "most this often.",
+    )
     oidc_audience: str = Field(
         default="",
         description="The audience of the provider's JWT access tokens for this API; with it, "

@@ -75,6 +75,7 @@ class OidcClient:
         scopes: str,
         groups_claim: str,
         audience: str = "",
+        jwks_refetch_seconds: float = JWKS_REFETCH_INTERVAL_SECONDS,
         http: httpx.Client | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -90,6 +91,7 @@ class OidcClient:
                 "client id (which ID tokens carry)"
             )
         self.audience = audience
+        self._jwks_refetch_seconds = jwks_refetch_seconds
         self._http = http or httpx.Client(timeout=HTTP_TIMEOUT_SECONDS)
         self._clock = clock
         self._discovery: dict[str, Any] | None = None
@@ -127,7 +129,7 @@ class OidcClient:
             try:
                 key = self._known_key(kid)  # fetched while this thread waited
                 since = self._clock() - self._jwks_fetched_at
-                due = from_provider or since >= JWKS_REFETCH_INTERVAL_SECONDS
+                due = from_provider or since >= self._jwks_refetch_seconds
                 if key is None and due:
                     self._jwks_fetched_at = self._clock()
                     self._jwks = jwt.PyJWKSet.from_dict(
