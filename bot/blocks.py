@@ -4,10 +4,19 @@ Everything here is pure so the Slack handlers stay thin and every message can be
 Slack. The slack_sdk model classes are used for their ``to_dict()`` validation, which refuses
 text longer than Slack accepts; the budgets below keep user content (scripts, names, reasons)
 inside those limits instead of letting a long script break a card.
+
+User content is sent so that it reads as what it is and nothing more. Every mrkdwn text object
+is ``verbatim``: Slack links only the links and mentions we write ourselves (``<@U…>``,
+``<url|text>``, dates), never a bare URL, ``#channel`` or ``@here`` someone typed into a name or
+a reason. ``&``, ``<`` and ``>`` are escaped, so nobody's text can open markup of its own.
+Names and labels are one line (line breaks and other control characters become spaces) and
+their formatting characters cannot pair up, so a display name such as ``"Ada\n*Type*\nadmin"``
+cannot forge a line of the card. Reasons keep their lines, each shown quoted.
 """
 
 import json
 import re
+import unicodedata
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -60,6 +69,9 @@ STATUS_WORD: Mapping[ReviewStatus, str] = {
 }
 
 _MRKDWN_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+# A zero-width space before a formatting character keeps it from opening or closing bold,
+# italics, strike-through or code: Slack only honours them at a word's edge.
+_FORMATTING_CHARACTERS = frozenset("*_~`")
 # Inside a ``` block Slack closes the block at the next ```, so a zero-width space goes between
 # two backticks in a script; it is invisible and the full script is always in the API.
 _ZERO_WIDTH_SPACE = "\u200b"
@@ -75,6 +87,22 @@ _DURATION_UNITS = (("day", 86_400), ("hour", 3_600), ("minute", 60), ("second", 
 def escape_mrkdwn(text: str) -> str:
     """Escape the three characters Slack mrkdwn treats as control characters."""
     return "".join(_MRKDWN_ESCAPES.get(char, char) for char in text)
+
+
+def _inline(char: str) -> str:
+    """One character of a name or label as it may appear inside a line of mrkdwn."""
+    if char in _MRKDWN_ESCAPES:
+        return _MRKDWN_ESCAPES[char]
+    if char in _FORMATTING_CHARACTERS:
+        return _ZERO_WIDTH_SPACE + char
+    if char.isspace() or unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp"):
+        return " "  # no line breaks, no bidi overrides: a label stays on its own line
+    return char
+
+
+def user_text(text: str) -> str:
+    """Text someone typed (a command word, a name), safe to echo inside a line of mrkdwn."""
+    return "".join(_inline(char) for char in text)
 
 
 def human_duration(ns: int) -> str:
@@ -99,9 +127,12 @@ def _fit_escaped(text: str, budget: int, *, in_code_block: bool = False) -> tupl
     pieces: list[str] = []
     used = 0
     for index, char in enumerate(text):
-        piece = _MRKDWN_ESCAPES.get(char, char)
-        if in_code_block and char == "`" and text[index + 1 : index + 2] == "`":
-            piece += _ZERO_WIDTH_SPACE
+        if in_code_block:  # nothing is formatted inside ```, but ``` itself would close it
+            piece = _MRKDWN_ESCAPES.get(char, char)
+            if char == "`" and text[index + 1 : index + 2] == "`":
+                piece += _ZERO_WIDTH_SPACE
+        else:
+            piece = _inline(char)
         if used + len(piece) > budget:
             return "".join(pieces), len(text) - index
         pieces.append(piece)
@@ -162,13 +193,16 @@ def _cut_note(cut: int) -> str:
 
 def _api_context(facts: ReviewCardFacts) -> dict[str, Any]:
     link = f"<{escape_mrkdwn(facts.api_url)}|Open in the API>"
-    return ContextBlock(
-        elements=[MarkdownTextObject(text=f"{link} · review `{facts.review_id}`")]
-    ).to_dict()
+    return ContextBlock(elements=[mrkdwn(f"{link} · review `{facts.review_id}`")]).to_dict()
 
 
 def _section(text: str) -> dict[str, Any]:
-    return SectionBlock(text=MarkdownTextObject(text=text)).to_dict()
+    return SectionBlock(text=mrkdwn(text)).to_dict()
+
+
+def mrkdwn(text: str) -> MarkdownTextObject:
+    """A mrkdwn text object in which Slack links nothing we did not write as a link."""
+    return MarkdownTextObject(text=text, verbatim=True)
 
 
 # --- the review card ------------------------------------------------------------------------
@@ -216,7 +250,7 @@ def _card_fields(facts: ReviewCardFacts) -> list[MarkdownTextObject]:
         fields.append(f"*Time window*\n{_time_window(facts.time_window)}")
     if facts.status is ReviewStatus.APPROVED and facts.revoke_at is not None:
         fields.append(f"*Access until*\n{_slack_date(facts.revoke_at)}")
-    return [MarkdownTextObject(text=field) for field in fields]
+    return [mrkdwn(field) for field in fields]
 
 
 def _groups_text(facts: ReviewCardFacts) -> str:
@@ -269,10 +303,18 @@ def _outcome_text(facts: ReviewCardFacts) -> str | None:
 
 
 def _reason_text(reason: str | None, limit: int) -> str:
+    """The reason under its heading, every line of it quoted: it cannot pass for card lines."""
     if not reason:
         return "*Reason:* _no reason given_"
-    heading = "*Reason:* "
-    return heading + _label(reason, limit - len(heading))
+    heading = "*Reason:*"
+    lines, used = [heading], len(heading)
+    for line in reason.splitlines() or [""]:
+        quoted = "\n> " + _label(line, max(limit - used - 3, 1))
+        if used + len(quoted) > limit:
+            break
+        lines.append(quoted)
+        used += len(quoted)
+    return "".join(lines)
 
 
 def _card_buttons(facts: ReviewCardFacts) -> list[ButtonElement]:
@@ -424,6 +466,11 @@ def home_view(facts_list: Sequence[ReviewCardFacts], *, linked: bool) -> dict[st
             )
         ]
     return View(type="home", blocks=[header, *body]).to_dict()
+
+
+def unknown_subcommand_text(subcommand: str) -> str:
+    """The answer to ``/accessgate <something we do not know>``, quoting it harmlessly."""
+    return f"I do not know “{_label(subcommand, 40)}”.\n{help_text()}"
 
 
 def help_text() -> str:

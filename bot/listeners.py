@@ -256,7 +256,7 @@ async def accessgate_command(
         await ack(text=blocks.help_text())
         return
     if subcommand not in ("link", "pending"):
-        await ack(text=f"I do not know `{subcommand}`.\n{blocks.help_text()}")
+        await ack(text=blocks.unknown_subcommand_text(subcommand))
         return
     await ack()
     bot: BotContext = context["bot"]

@@ -9,7 +9,6 @@ from typing import Any
 from slack_sdk.models.blocks import (
     Block,
     InputBlock,
-    MarkdownTextObject,
     PlainTextInputElement,
     SectionBlock,
     TimePickerElement,
@@ -25,6 +24,7 @@ from bot.actions import (
     WINDOW_START_INPUT,
     ViewId,
 )
+from bot.blocks import mrkdwn
 from models.reviews.schema import MAX_REJECTION_REASON
 
 
@@ -143,5 +143,5 @@ def _submitted(view: Mapping[str, Any], block_id: str, action_id: str) -> Mappin
 
 def notice_modal(*, title: str, text: str) -> dict[str, Any]:
     """A modal that only tells something (a refusal, or what a submission did), with Close."""
-    text_block = SectionBlock(text=MarkdownTextObject(text=text))
+    text_block = SectionBlock(text=mrkdwn(text))
     return View(type="modal", title=title[:24], close="Close", blocks=[text_block]).to_dict()

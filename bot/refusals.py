@@ -4,6 +4,7 @@ Listeners never word a refusal themselves: they raise (or let through) the domai
 the app's error handler answers with ``refusal_text`` in an ephemeral message.
 """
 
+from bot.blocks import user_text
 from models.core import errors
 
 LINK_HINT = "Type `/accessgate link` to link it, then try again."
@@ -39,15 +40,16 @@ def refusal_text(error: Exception) -> str:
     """What to tell the clicker about ``error``, in plain words."""
     if isinstance(error, errors.ChatEmailUnavailable):
         return (
-            f"accessgate could not match your Slack account by e-mail: {error.message}. {LINK_HINT}"
+            "accessgate could not match your Slack account by e-mail: "
+            f"{user_text(error.message)}. {LINK_HINT}"
         )
     for error_class, text in WORDING:
         if isinstance(error, error_class):
             return text
     if isinstance(error, errors.ReviewClosed):
-        return f"Already decided: {error.message}."
-    if isinstance(error, errors.DomainError):
-        return f"That did not go through: {error.message}."
+        return f"Already decided: {user_text(error.message)}."
+    if isinstance(error, errors.DomainError):  # its message may quote names, groups, input
+        return f"That did not go through: {user_text(error.message)}."
     return (
         "Something went wrong on our side and nothing was changed. Try again in a moment, "
         "or decide through the API."

@@ -1,5 +1,8 @@
 """The review card's Block Kit: its buttons and what it says, within Slack's limits."""
 
+from collections.abc import Iterator
+from typing import Any
+
 import pytest
 
 from bot.actions import ActionId
@@ -7,6 +10,7 @@ from bot.blocks import (
     human_duration,
     review_card,
     review_card_text,
+    unknown_subcommand_text,
 )
 from models.reviews.machine import ReviewStatus
 from models.reviews.schema import ReviewType
@@ -281,7 +285,7 @@ def test_two_hundred_groups_stay_within_slack_limits():
         (
             {"status": ReviewStatus.REJECTED, "rejection_reason": "Use the <replica> & retry"},
             f":x: *Rejected* by Grace Hopper {DECIDED_SLACK}\n"
-            "*Reason:* Use the &lt;replica&gt; &amp; retry",
+            "*Reason:*\n> Use the &lt;replica&gt; &amp; retry",
         ),
         (
             {"status": ReviewStatus.REJECTED},
@@ -308,6 +312,7 @@ def test_card_links_to_the_api():
             {
                 "type": "mrkdwn",
                 "text": f"<{API_URL}|Open in the API> · review `{REVIEW_ID}`",
+                "verbatim": True,
             }
         ],
     }
@@ -317,3 +322,59 @@ def test_card_text_is_a_one_line_summary():
     text = review_card_text(facts(status=ReviewStatus.APPROVED, requester_name="Ada & Co"))
 
     assert text == "Access review APPROVED: Ada &amp; Co on pg-prod"
+
+
+# --- user text: nothing linked, nothing forged ----------------------------------------------
+
+
+def mrkdwn_objects(node: Any) -> Iterator[dict[str, Any]]:
+    if isinstance(node, dict):
+        if node.get("type") == "mrkdwn":
+            yield node
+        for value in node.values():
+            yield from mrkdwn_objects(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from mrkdwn_objects(item)
+
+
+def test_every_mrkdwn_text_is_verbatim_so_slack_links_nothing_typed():
+    card = review_card(
+        facts(
+            requester_name="@here see https://evil.example #general",
+            status=ReviewStatus.REJECTED,
+            rejection_reason="visit https://evil.example or ask @channel",
+        )
+    )
+
+    objects = list(mrkdwn_objects(card))
+    assert objects
+    assert all(text_object.get("verbatim") is True for text_object in objects)
+
+
+def test_a_display_name_cannot_forge_a_line_of_the_card():
+    card = review_card(
+        facts(requester_name="Ada\n*Type*\nadmin access", connection_name="pg\u2028x")
+    )
+
+    requester, connection = fields(card)[0], fields(card)[1]
+    assert requester.startswith(f"*Requester*\nAda {ZWSP}*Type{ZWSP}* admin access (")
+    assert connection == "*Connection*\npg x"
+    assert review_card_text(facts(requester_name="a\nb")) == (
+        "Access review PENDING: a b on pg-prod"
+    )
+
+
+def test_a_reason_keeps_its_lines_each_quoted():
+    card = review_card(
+        facts(status=ReviewStatus.REJECTED, rejection_reason="line one\n*Approved* by admin")
+    )
+
+    outcome = section_starting(card, ":x:")
+    assert outcome.endswith(f"*Reason:*\n> line one\n> {ZWSP}*Approved{ZWSP}* by admin")
+
+
+def test_an_unknown_subcommand_is_echoed_harmlessly():
+    text = unknown_subcommand_text("`<!channel>`\n*bold*")
+
+    assert text.startswith(f"I do not know “{ZWSP}`&lt;!channel&gt;{ZWSP}` {ZWSP}*bold{ZWSP}*”.")

@@ -155,7 +155,7 @@ def test_a_notice_modal_only_tells_and_closes():
             },
             "Your access review for pg-prod was rejected by Grace Hopper.",
             ":x: Your access review for pg-prod was rejected by Grace Hopper.\n"
-            "*Reason:* Ask on the replica",
+            "*Reason:*\n> Ask on the replica",
         ),
         (
             {"status": ReviewStatus.REJECTED, "ended_by_name": "Grace Hopper"},

@@ -213,6 +213,8 @@ def test_a_slack_user_links_their_account_with_a_one_time_code(environment, gate
     help_ack = slack.slash_command(UNLINKED, "help")
     assert "link" in help_ack.payload["text"]
     assert "pending" in help_ack.payload["text"]
+    unknown = slack.slash_command(UNLINKED, "<!channel>")
+    assert unknown.payload["text"].startswith("I do not know “&lt;!channel&gt;”.")
 
 
 def test_app_home_lists_the_reviews_waiting_on_the_reviewer(gateway, slack):
