@@ -108,13 +108,13 @@ def list_sidecars(db: DbDep, user: CurrentUser) -> list[SidecarPublic]:
     return sidecar_service.list_sidecars(db=db, actor=user)
 
 
-@router.get("/{sidecar_id}")
+@router.get("/{sidecar_id:uuid}")
 def get_sidecar(sidecar_id: uuid.UUID, db: DbDep, user: CurrentUser) -> SidecarPublic:
     """One sidecar, with its version and when it last handshook (admins)."""
     return sidecar_service.get_sidecar(db=db, actor=user, sidecar_id=sidecar_id)
 
 
-@router.put("/{sidecar_id}/config")
+@router.put("/{sidecar_id:uuid}/config")
 def configure_sidecar(
     sidecar_id: uuid.UUID, config: SidecarConfig, db: DbDep, user: CurrentUser
 ) -> SidecarPublic:
@@ -124,7 +124,7 @@ def configure_sidecar(
     )
 
 
-@router.delete("/{sidecar_id}", status_code=204)
+@router.delete("/{sidecar_id:uuid}", status_code=204)
 def revoke_sidecar(sidecar_id: uuid.UUID, db: DbDep, user: CurrentUser) -> None:
     """Revoke a sidecar's token (admins): its handshakes are refused from now on."""
     sidecar_service.revoke_sidecar(db=db, actor=user, sidecar_id=sidecar_id, now=utc_now())

@@ -21,7 +21,7 @@ def list_users(db: DbDep, user: CurrentUser) -> list[UserPublic]:
     return user_service.list_users(db=db, actor=user)
 
 
-@router.patch("/{user_id}")
+@router.patch("/{user_id:uuid}")
 def update_user(user_id: uuid.UUID, update: UserUpdate, db: DbDep, user: CurrentUser) -> UserPublic:
     """Change a user's status, groups or chat id (admins)."""
     return user_service.update_user(db=db, user_id=user_id, update=update, actor=user)

@@ -5,9 +5,9 @@ a client send ``"\\ud800"``), and a field the service does not know is a mistake
 hear about rather than data silently dropped.
 """
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 MAX_DURATION_NS = 366 * 24 * 3600 * 1_000_000_000
 """Durations are bounded (a year) so they fit every backend's 64-bit integers."""
@@ -38,6 +38,21 @@ def _contains_unstorable_text(value: Any) -> bool:
         elif isinstance(item, list | tuple):
             pending.extend(item)
     return False
+
+
+def _whole_number(value: Any) -> Any:
+    # JSON has one number type: 60 and 60.0 are the same integer. Anything else goes on to a
+    # strict integer check, which refuses "60" and true: a typo must not pass for a value.
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+WHOLE_NUMBER = BeforeValidator(_whole_number)
+"""Put after a strict integer's constraints, so the OpenAPI document keeps stating them."""
+
+JsonInt = Annotated[int, Field(strict=True), WHOLE_NUMBER]
+"""An integer in a request body: a JSON number without a fraction, never a string or boolean."""
 
 
 def max_utf8_bytes(limit: int) -> AfterValidator:

@@ -23,6 +23,11 @@ from models.core import errors
 from models.core.request_body import RequestBody
 
 ENVVAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Canonical padded standard base64, as the decoder below accepts it (the last character before
+# padding carries no stray bits); stated in the OpenAPI document.
+STANDARD_BASE64 = re.compile(
+    r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/][AQgw]==|[A-Za-z0-9+/]{2}[AEIMQUYcgkosw048]=)?"
+)
 MAX_ENVVAR_NAME = 128
 MAX_ENVVARS = 64
 MAX_DECODED_VALUE_BYTES = 100 * 1024
@@ -84,6 +89,15 @@ class PluginConfigIn(RequestBody):
     envvars: dict[str, str] = pydantic.Field(
         description="Environment-variable names to standard base64 values (each at most 100 KB "
         "decoded). Stored encrypted; every response shows them as REDACTED.",
+        json_schema_extra={
+            "maxProperties": MAX_ENVVARS,
+            "propertyNames": {"pattern": f"^{ENVVAR_NAME.pattern}$", "maxLength": MAX_ENVVAR_NAME},
+            "additionalProperties": {
+                "type": "string",
+                "pattern": f"^{STANDARD_BASE64.pattern}$",
+                "maxLength": MAX_ENCODED_VALUE_CHARS,
+            },
+        },
         examples=[{CHAT_APP_TOKEN: "eGFwcC0xLUExLTEtYWJj", CHAT_BOT_TOKEN: "eG94Yi0xLTEtYWJj"}],
     )
 

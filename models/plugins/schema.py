@@ -11,7 +11,7 @@ from enum import StrEnum
 from typing import Self
 
 import pydantic
-from pydantic import BaseModel, model_validator
+from pydantic import BaseModel, ConfigDict, model_validator
 from sqlalchemy import JSON, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
@@ -57,9 +57,24 @@ class PluginConnection(SQLModel, table=True):
 class PluginConnectionIn(RequestBody):
     """A connection of a plugin, named by its id or its name."""
 
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": [
+                {"required": [key], "properties": {key: {"type": "string"}}}
+                for key in ("id", "name")
+            ]
+        }
+    )
+
     id: uuid.UUID | None = None
     name: str | None = None
-    config: list[str] = pydantic.Field(default_factory=list, max_length=MAX_CONNECTION_CONFIG_ITEMS)
+    config: list[str] = pydantic.Field(
+        default_factory=list,
+        max_length=MAX_CONNECTION_CONFIG_ITEMS,
+        json_schema_extra={
+            "items": {"type": "string", "minLength": 1, "maxLength": MAX_CONNECTION_CONFIG_ITEM}
+        },
+    )
 
     @model_validator(mode="after")
     def _check(self) -> Self:

@@ -19,7 +19,7 @@ from sqlmodel import Field, SQLModel
 from models.core.clock import utc_now
 from models.core.db import UTCDateTime, enum_column, new_id
 from models.core.request_body import RequestBody
-from models.reviews.machine import Decision, ReviewStatus, parse_clock_time
+from models.reviews.machine import CLOCK_TIME, Decision, ReviewStatus, parse_clock_time
 from models.rules.schema import DEFAULT_ACCESS_DURATION_NS
 
 MAX_REJECTION_REASON = 1000
@@ -99,7 +99,18 @@ class TimeWindow(RequestBody):
     """When an approved session may run (spec 2.2); clock times are UTC."""
 
     type: Literal["time_range"]
-    configuration: dict[str, str]
+    configuration: dict[str, str] = pydantic.Field(
+        json_schema_extra={
+            "description": "UTC clock times; the window runs from start_time up to end_time, "
+            "across midnight when end_time is earlier. They must differ.",
+            "required": ["start_time", "end_time"],
+            "additionalProperties": False,
+            "properties": {
+                name: {"type": "string", "pattern": f"^{CLOCK_TIME.pattern}$"}
+                for name in ("start_time", "end_time")
+            },
+        }
+    )
 
     @field_validator("configuration")
     @classmethod

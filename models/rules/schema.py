@@ -2,7 +2,7 @@
 
 import uuid
 from datetime import datetime
-from typing import Self
+from typing import Annotated, Self
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
@@ -12,8 +12,8 @@ from sqlmodel import Field, SQLModel
 from models.connections.schema import NAME_PATTERN
 from models.core.clock import utc_now
 from models.core.db import UTCDateTime, new_id
-from models.core.request_body import MAX_DURATION_NS, RequestBody
-from models.users.schema import validate_group_names
+from models.core.request_body import MAX_DURATION_NS, WHOLE_NUMBER, RequestBody
+from models.users.schema import GROUP_NAMES_SCHEMA, validate_group_names
 
 DEFAULT_ACCESS_DURATION_NS = 1_800_000_000_000
 """Thirty minutes, in nanoseconds (spec 2.3)."""
@@ -33,17 +33,31 @@ class AccessRequestRule(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utc_now, sa_type=UTCDateTime)
 
 
+# Constraints inside the type (before WHOLE_NUMBER), so the OpenAPI document states them on the
+# integer even though the field may be null.
+ApprovalCount = Annotated[int, pydantic.Field(strict=True, ge=1, le=100), WHOLE_NUMBER]
+Nanoseconds = Annotated[
+    int,
+    pydantic.Field(strict=True, gt=0, le=MAX_DURATION_NS, description="Nanoseconds."),
+    WHOLE_NUMBER,
+]
+
+
 class AccessRequestRuleIn(RequestBody):
     """The whole rule, as created or replaced."""
 
     name: str = pydantic.Field(pattern=NAME_PATTERN)
     connections: list[str] = pydantic.Field(min_length=1, max_length=1000)
-    approval_groups: list[str] = pydantic.Field(min_length=1, max_length=100)
-    force_approval_groups: list[str] = pydantic.Field(default_factory=list, max_length=100)
-    min_approvals: int | None = pydantic.Field(default=None, strict=True, ge=1, le=100)
-    access_max_duration: int | None = pydantic.Field(
-        default=None, strict=True, gt=0, le=MAX_DURATION_NS, description="Nanoseconds."
+    approval_groups: list[str] = pydantic.Field(
+        min_length=1, max_length=100, json_schema_extra=GROUP_NAMES_SCHEMA
     )
+    force_approval_groups: list[str] = pydantic.Field(
+        default_factory=list, max_length=100, json_schema_extra=GROUP_NAMES_SCHEMA
+    )
+    min_approvals: (
+        Annotated[int, pydantic.Field(strict=True, ge=1, le=100), WHOLE_NUMBER] | None
+    ) = None
+    access_max_duration: Nanoseconds | None = pydantic.Field(default=None)
 
     @field_validator("approval_groups", "force_approval_groups")
     @classmethod

@@ -12,7 +12,7 @@ from sqlmodel import Field, SQLModel
 
 from models.core.clock import utc_now
 from models.core.db import UTCDateTime, enum_column, new_id
-from models.core.request_body import MAX_DURATION_NS, RequestBody, max_utf8_bytes
+from models.core.request_body import MAX_DURATION_NS, JsonInt, RequestBody, max_utf8_bytes
 from models.reviews.machine import ReviewStatus
 from models.reviews.schema import ReviewPublic, ReviewType
 from models.rules.schema import DEFAULT_ACCESS_DURATION_NS
@@ -67,9 +67,8 @@ class SessionCreate(RequestBody):
     connection: str = pydantic.Field(min_length=1, max_length=128)
     script: ScriptText = ""
     type: ReviewType = ReviewType.ONETIME
-    access_duration: int = pydantic.Field(
+    access_duration: JsonInt = pydantic.Field(
         default=DEFAULT_ACCESS_DURATION_NS,
-        strict=True,
         gt=0,
         le=MAX_DURATION_NS,
         description="Nanoseconds; jit sessions only.",

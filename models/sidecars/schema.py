@@ -18,7 +18,7 @@ from sqlmodel import Field, SQLModel
 
 from models.core.clock import utc_now
 from models.core.db import UTCDateTime, new_id
-from models.core.request_body import MAX_DURATION_NS, RequestBody
+from models.core.request_body import MAX_DURATION_NS, JsonInt, RequestBody
 from models.reviews.schema import ReviewType
 from models.rules.schema import DEFAULT_ACCESS_DURATION_NS
 from models.sessions.schema import ScriptText
@@ -98,7 +98,7 @@ class Listener(RequestBody):
     name: str = pydantic.Field(pattern=SIDECAR_NAME_PATTERN, description="Unique per sidecar.")
     connection: str = pydantic.Field(min_length=1, max_length=128, description="Its name.")
     protocol: ListenerProtocol
-    port: int = pydantic.Field(ge=1, le=65535, strict=True)
+    port: JsonInt = pydantic.Field(ge=1, le=65535)
 
 
 class SidecarConfig(RequestBody):
@@ -150,8 +150,8 @@ class SidecarReviewCreate(RequestBody):
     )
     script: ScriptText = pydantic.Field(min_length=1)
     type: ReviewType = ReviewType.ONETIME
-    access_duration: int = pydantic.Field(
-        default=DEFAULT_ACCESS_DURATION_NS, strict=True, gt=0, le=MAX_DURATION_NS
+    access_duration: JsonInt = pydantic.Field(
+        default=DEFAULT_ACCESS_DURATION_NS, gt=0, le=MAX_DURATION_NS
     )
 
 

@@ -151,6 +151,12 @@ def test_a_wrong_method_is_405_with_allow(client, people):
     assert response.status_code == 405
     assert response.headers["allow"] == "POST"
     assert response.json() == {"message": "Method Not Allowed"}
+    # Beside a route with a parameter: not mistaken for a sidecar id, every method named.
+    handshake = client.get("/api/sidecars/handshake", headers=people["owner"].headers)
+    assert handshake.status_code == 405
+    assert handshake.headers["allow"] == "POST"
+    plugins = client.request("OPTIONS", "/api/plugins", headers=people["owner"].headers)
+    assert plugins.headers["allow"] == "GET, POST"
 
 
 # -- credentials before bodies ----------------------------------------------------------------

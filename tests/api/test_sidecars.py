@@ -146,7 +146,9 @@ def test_unknown_sidecars_are_404(client, admin):
 
     assert client.get(f"/api/sidecars/{missing}", headers=admin.headers).status_code == 404
     assert client.delete(f"/api/sidecars/{missing}", headers=admin.headers).status_code == 404
-    assert client.get("/api/sidecars/not-a-uuid", headers=admin.headers).status_code == 400
+    not_an_id = client.get("/api/sidecars/not-a-uuid", headers=admin.headers)
+    assert not_an_id.status_code == 404
+    assert not_an_id.json() == {"message": "Not Found"}
 
 
 # -- configuration ----------------------------------------------------------------------------
