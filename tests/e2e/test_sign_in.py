@@ -2,9 +2,11 @@
 
 import base64
 import json
+import sqlite3
 import stat
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import jwt
@@ -243,3 +245,44 @@ def test_an_id_token_is_not_accepted_as_a_bearer_token(server, provider):
 
     assert response.status_code == 401
     assert response.json() == {"message": "the identity provider does not accept this token"}
+
+
+def row_counts(environment: dict[str, str]) -> dict[str, int]:
+    database = sqlite3.connect(Path(environment["ACCESSGATE_DATA_DIR"]) / "accessgate.db")
+    try:
+        tables = [
+            name
+            for (name,) in database.execute("SELECT name FROM sqlite_master WHERE type='table'")
+        ]
+        return {
+            table: database.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
+            for table in tables
+        }
+    finally:
+        database.close()
+
+
+def test_anonymous_login_urls_write_nothing_and_any_of_them_signs_in(server, provider, environment):
+    before = row_counts(environment)
+
+    urls = [httpx.get(f"{server}/login").json()["login_url"] for _ in range(100)]
+
+    assert row_counts(environment) == before
+    assert len(set(urls)) == 100
+    with httpx.Client(follow_redirects=True, timeout=30) as browser:
+        signed_in = sign_in_at_provider(browser, urls[42], "alice")
+    assert signed_in.status_code == 200, signed_in.text
+    assert signed_in.json()["user"]["sub"] == "alice"
+
+
+def test_repeated_failed_sign_ins_from_one_address_get_429(server, provider):
+    statuses = [
+        httpx.get(f"{server}/callback", params={"code": "x", "state": f"forged-{n}"}).status_code
+        for n in range(21)
+    ]
+
+    assert statuses == [401] * 20 + [429]
+    blocked = httpx.get(f"{server}/callback", params={"code": "x", "state": "forged"})
+    assert blocked.status_code == 429
+    assert blocked.json()["message"].startswith("too many failed sign-ins; try again in ")
+    assert 0 < int(blocked.headers["retry-after"]) <= 60
