@@ -2,6 +2,7 @@
 HTTP mode."""
 
 import dataclasses
+import time
 from typing import Annotated
 
 import pydantic
@@ -111,7 +112,30 @@ async def slack_events(request: Request, chat: ChatDep) -> Response:
     """Slack's HTTP mode: events, interactions and commands, signed with the signing secret."""
     if chat is None:
         raise errors.NotConfigured("this process does not run the chat bot")
+    _refuse_unsigned(request)  # before reading the body: only Slack's requests are read
     answer = await chat.handle_http(
         SignedChatRequest(body=await request.body(), headers=dict(request.headers))
     )
     return Response(content=answer.body, status_code=answer.status, headers=dict(answer.headers))
+
+
+SLACK_TIMESTAMP_TOLERANCE_SECONDS = 300  # as Slack's own verification: five minutes
+
+
+def _refuse_unsigned(request: Request) -> None:
+    """401 for a request that cannot be Slack's: no signature, or no recent timestamp.
+
+    The signature itself covers the body, so the bot checks it once the body is read; these
+    headers are enough to turn strangers away first.
+    """
+    signature = request.headers.get("x-slack-signature", "")
+    try:
+        timestamp = int(request.headers.get("x-slack-request-timestamp", ""))
+    except ValueError:
+        timestamp = 0
+    fresh = abs(time.time() - timestamp) <= SLACK_TIMESTAMP_TOLERANCE_SECONDS
+    if not signature.startswith("v0=") or not fresh:
+        raise errors.Unauthenticated(
+            "the request is not signed by Slack: X-Slack-Signature and an "
+            "X-Slack-Request-Timestamp within five minutes are needed"
+        )

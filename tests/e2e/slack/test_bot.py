@@ -384,6 +384,10 @@ def check_http_mode(slack: SlackServer, gateway: Gateway, server: str, secret: s
     assert (forged.status, stale.status) == (401, 401)
     assert forged.payload is not None
     assert "CHAT_SIGNING_SECRET" in forged.payload["message"]
+    assert stale.payload is not None
+    assert "X-Slack-Request-Timestamp within five minutes" in stale.payload["message"]
+    unsigned = httpx.post(events_url, content=b"x" * 100)  # refused before its body is read
+    assert unsigned.status_code == 401
     assert gateway.review(session)["status"] == "PENDING"
 
     signed = slack.click(
