@@ -82,6 +82,12 @@ class ReviewState:
     """Status of each reviewer group's entry, by group name."""
     force_approval_groups: frozenset[str]
     min_approvals: int | None
+    approved_by: frozenset[uuid.UUID] = frozenset()
+    """Who approved the entries approved so far."""
+    distinct_approvers: bool = False
+    """A rule's policy: one person's approval satisfies one group only."""
+    no_self_force_approval: bool = False
+    """A rule's policy: nobody force-approves their own session, admins included."""
 
     @property
     def required_approvals(self) -> int:
@@ -118,6 +124,11 @@ def decide(state: ReviewState, reviewer: Reviewer, decision: Decision, *, force:
     _check_allowed(allowed, state, reviewer, is_owner=is_owner, own_groups=own_groups, force=force)
 
     if decision is Decision.APPROVED:
+        if state.distinct_approvers and not force:
+            # One person, one group: the first of theirs still pending, unless they approved
+            # for another group already.
+            pending = [g for g in own_groups if state.entries[g] is ReviewStatus.PENDING]
+            own_groups = [] if reviewer.id in state.approved_by else pending[:1]
         return _approve(state, own_groups, force=force)
     final = ReviewStatus(decision.value)
     return Outcome(
@@ -144,6 +155,10 @@ def _check_allowed(
         return
     if allowed is Allowed.REVIEWERS_OWNER_OR_ADMIN and (is_owner or reviewer.is_admin):
         return
+    if is_owner and force and state.no_self_force_approval:
+        raise errors.SelfApproval(
+            "this review's rule forbids force-approving your own session, admins included"
+        )
     if is_owner and not reviewer.is_admin:
         raise errors.SelfApproval(
             "you cannot approve your own session; another member of a reviewer group must"

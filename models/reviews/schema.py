@@ -49,6 +49,8 @@ class Review(SQLModel, table=True):
     )
     min_approvals: int | None = None
     force_approval_groups: list[str] = Field(default_factory=list, sa_type=JSON)
+    distinct_approvers: bool = False
+    no_self_force_approval: bool = False
     time_window: dict[str, Any] | None = Field(default=None, sa_type=JSON(none_as_null=True))
     time_window_set_by_id: uuid.UUID | None = Field(default=None, foreign_key="user.id")
     access_duration: int = Field(default=DEFAULT_ACCESS_DURATION_NS, sa_type=BigInteger)

@@ -57,6 +57,13 @@ def update_review(
             entries={entry.group: entry.status for entry in entries},
             force_approval_groups=frozenset(review.force_approval_groups),
             min_approvals=review.min_approvals,
+            approved_by=frozenset(
+                entry.reviewed_by_id
+                for entry in entries
+                if entry.status is ReviewStatus.APPROVED and entry.reviewed_by_id is not None
+            ),
+            distinct_approvers=review.distinct_approvers,
+            no_self_force_approval=review.no_self_force_approval,
         )
         reviewer = Reviewer(id=actor.id, groups=frozenset(actor.groups), is_admin=actor.is_admin)
         outcome = decide(before, reviewer, request.status, force=request.force_review)

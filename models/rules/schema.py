@@ -30,6 +30,8 @@ class AccessRequestRule(SQLModel, table=True):
     force_approval_groups: list[str] = Field(default_factory=list, sa_type=JSON)
     min_approvals: int | None = None
     access_max_duration: int | None = Field(default=None, sa_type=BigInteger)
+    distinct_approvers: bool = False
+    no_self_force_approval: bool = False
     created_at: datetime = Field(default_factory=utc_now, sa_type=UTCDateTime)
 
 
@@ -54,10 +56,19 @@ class AccessRequestRuleIn(RequestBody):
     force_approval_groups: list[str] = pydantic.Field(
         default_factory=list, max_length=100, json_schema_extra=GROUP_NAMES_SCHEMA
     )
-    min_approvals: (
-        Annotated[int, pydantic.Field(strict=True, ge=1, le=100), WHOLE_NUMBER] | None
-    ) = None
+    min_approvals: ApprovalCount | None = None
     access_max_duration: Nanoseconds | None = pydantic.Field(default=None)
+    distinct_approvers: bool = pydantic.Field(
+        default=False,
+        strict=True,
+        description="Each person's approval counts for one reviewer group only, however many "
+        "of the review's groups they are in.",
+    )
+    no_self_force_approval: bool = pydantic.Field(
+        default=False,
+        strict=True,
+        description="Nobody may force-approve their own session, admins included.",
+    )
 
     @field_validator("approval_groups", "force_approval_groups")
     @classmethod
@@ -81,4 +92,6 @@ class AccessRequestRulePublic(BaseModel):
     force_approval_groups: list[str]
     min_approvals: int | None
     access_max_duration: int | None
+    distinct_approvers: bool
+    no_self_force_approval: bool
     created_at: datetime

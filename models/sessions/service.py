@@ -32,6 +32,8 @@ class ReviewPolicy:
     min_approvals: int | None
     access_max_duration: int | None
     rule_name: str | None
+    distinct_approvers: bool = False
+    no_self_force_approval: bool = False
 
 
 def review_policy(
@@ -48,6 +50,8 @@ def review_policy(
             min_approvals=rule.min_approvals,
             access_max_duration=rule.access_max_duration,
             rule_name=rule.name,
+            distinct_approvers=rule.distinct_approvers,
+            no_self_force_approval=rule.no_self_force_approval,
         )
     groups = plugin_connection_config(
         db=db, plugin_name=PluginName.REVIEW, connection_id=connection_id
@@ -168,6 +172,8 @@ def _create_review(
         type=gateway_session.type,
         min_approvals=policy.min_approvals,
         force_approval_groups=policy.force_approval_groups,
+        distinct_approvers=policy.distinct_approvers,
+        no_self_force_approval=policy.no_self_force_approval,
         access_duration=gateway_session.access_duration,
         access_request_rule_name=policy.rule_name,
         created_at=now,

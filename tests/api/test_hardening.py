@@ -266,3 +266,68 @@ def _frozen_now():
     from datetime import UTC, datetime
 
     return datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
+
+
+# -- optional approval policies of a rule -----------------------------------------------------
+
+
+def rule_with(client, admin, **policies):
+    make_connection(client, admin)
+    response = client.post(
+        "/api/access-request-rules",
+        json={
+            "name": "prod",
+            "connections": ["pg-prod"],
+            "approval_groups": ["dba", "sre"],
+            "force_approval_groups": ["admin"],
+            **policies,
+        },
+        headers=admin.headers,
+    )
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
+def test_with_distinct_approvers_one_person_satisfies_one_group(client, people, engine):
+    both = make_user(engine, "bo", ["dba", "sre"], name="Bo Both")
+    rule = rule_with(client, people["admin"], distinct_approvers=True)
+    assert rule["distinct_approvers"] is True
+    review = open_session(client, people["owner"])["review"]
+
+    first = decide(client, both, review["id"], status="APPROVED")
+    again = decide(client, both, review["id"], status="APPROVED")
+    second = decide(client, people["sre"], review["id"], status="APPROVED")
+
+    assert first.status_code == 200
+    assert first.json()["status"] == "PENDING"
+    assert [(g["group"], g["status"]) for g in first.json()["review_groups_data"]] == [
+        ("dba", "APPROVED"),
+        ("sre", "PENDING"),
+    ]
+    assert again.json()["status"] == "PENDING"  # no second group for the same person
+    assert second.json()["status"] == "APPROVED"
+
+
+def test_without_the_policy_one_person_in_two_groups_approves_both(client, people, engine):
+    both = make_user(engine, "bo", ["dba", "sre"])
+    rule_with(client, people["admin"])
+    review = open_session(client, people["owner"])["review"]
+
+    assert decide(client, both, review["id"], status="APPROVED").json()["status"] == "APPROVED"
+
+
+def test_a_rule_can_forbid_force_approving_ones_own_session(client, people):
+    rule_with(client, people["admin"], no_self_force_approval=True)
+    own = open_session(client, people["admin"])["review"]
+    others = open_session(client, people["owner"])["review"]
+
+    refused = decide(client, people["admin"], own["id"], status="APPROVED", force_review=True)
+    allowed = decide(client, people["admin"], others["id"], status="APPROVED", force_review=True)
+
+    assert refused.status_code == 403
+    assert refused.json() == {
+        "message": "this review's rule forbids force-approving your own session, admins included"
+    }
+    assert allowed.status_code == 200
+    assert allowed.json()["status"] == "APPROVED"
