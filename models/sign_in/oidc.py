@@ -131,18 +131,29 @@ class OidcClient:
                 since = self._clock() - self._jwks_fetched_at
                 due = from_provider or since >= self._jwks_refetch_seconds
                 if key is None and due:
-                    self._jwks_fetched_at = self._clock()
-                    self._jwks = jwt.PyJWKSet.from_dict(
-                        self._get_json(self.discovery()["jwks_uri"])
-                    )
+                    self._jwks_fetched_at = self._clock()  # failed fetches count too
+                    self._jwks = self._fetch_keys()
                     key = self._known_key(kid)
             finally:
                 self._jwks_fetch.release()
+        if key is None and self._jwks is None:
+            raise errors.ProviderUnavailable(
+                "the identity provider's keys could not be fetched; the service tries again "
+                "within a minute"
+            )
         if key is None:
             raise errors.Unauthenticated(
                 "the token is signed with a key the provider does not have"
             )
         return key
+
+    def _fetch_keys(self) -> jwt.PyJWKSet:
+        try:
+            return jwt.PyJWKSet.from_dict(self._get_json(self.discovery()["jwks_uri"]))
+        except (jwt.PyJWKSetError, jwt.PyJWKError, KeyError) as exc:
+            raise errors.ProviderUnavailable(
+                "the identity provider's key set has no usable key"
+            ) from exc
 
     def _known_key(self, kid: str | None) -> jwt.PyJWK | None:
         keys = self._jwks  # one snapshot: a fetch replaces the set, it never edits it

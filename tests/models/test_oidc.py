@@ -238,3 +238,18 @@ def test_the_login_url_carries_pkce_state_and_nonce(client):
     assert len(query["code_challenge"]) == 43
     assert query["code_challenge"] != verifier
     assert query["redirect_uri"] == "http://127.0.0.1:8009/api/callback"
+
+
+def test_a_provider_whose_keys_cannot_be_fetched_is_unavailable_and_asked_once_a_minute(
+    client, provider, clock
+):
+    token = provider.token(typ="at+jwt")
+    provider.public_jwks = {"keys": []}
+
+    with pytest.raises(errors.ProviderUnavailable, match="no usable key"):
+        client.subject_of(token)
+    for _ in range(4):
+        with pytest.raises(errors.ProviderUnavailable, match="tries again within a minute"):
+            client.subject_of(token)
+
+    assert provider.requests.count("/jwks") == 1
