@@ -1,10 +1,10 @@
 import uuid
 from typing import Annotated
 
+import anyio
 from fastapi import APIRouter, Depends, Request, Response
 from sqlalchemy import Engine
 from starlette.concurrency import run_in_threadpool
-from starlette.datastructures import State
 
 from api.deps import (
     CredentialsFirstRoute,
@@ -52,23 +52,26 @@ async def handshake(
     Authenticated only by the `gateway-sidecar-token` header, checked before the body is read.
     While no configuration with listeners is assigned the answer is 412 and nothing is recorded.
     """
-    # The hot path of every sidecar: all of it runs in one worker thread (one hop, one database
-    # session), rather than a hop for each dependency; sidecars handshake often and all at once.
-    # The answer is built by the service already, so it is serialized once, not re-validated.
-    if not token:  # before a byte of the body is read
+    # The hot path of every sidecar: all of it runs in one worker thread (one hop), rather than
+    # a hop for each dependency; sidecars handshake often and all at once. The answer is built
+    # by the service already, so it is serialized once, not re-validated.
+    if not token:
         raise errors.Unauthenticated(sidecar_service.MISSING_TOKEN)
-    raw_body = await request.body()  # at most ACCESSGATE_MAX_BODY_BYTES
-    answer = await run_in_threadpool(
-        _handshake, request.app.state, token, client_address(request), raw_body
-    )
+    answer = await run_in_threadpool(_handshake, request, token)
     return Response(answer.model_dump_json(), media_type="application/json")
 
 
-def _handshake(state: State, token: str, address: str, raw_body: bytes) -> HandshakeResponse:
+def _handshake(request: Request, token: str) -> HandshakeResponse:
+    state = request.app.state
     engine: Engine = state.engine
     signer: LicenseSigner = state.license_signer
     with db_scope(engine) as db:
-        sidecar = authenticate_sidecar(db=db, token=token, throttle=state.throttle, address=address)
+        sidecar = authenticate_sidecar(
+            db=db, token=token, throttle=state.throttle, address=client_address(request)
+        )
+    # Only a sidecar's body is read (at most ACCESSGATE_MAX_BODY_BYTES), by the event loop.
+    raw_body = anyio.from_thread.run(request.body)
+    with db_scope(engine) as db:
         return sidecar_service.handshake_sidecar(
             db=db,
             sidecar=sidecar,

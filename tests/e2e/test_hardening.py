@@ -106,10 +106,11 @@ def test_a_connection_that_sends_nothing_is_closed(hardened, server_port):
         assert connection.recv(1024) == b""
 
 
-def test_a_body_that_trickles_in_is_refused_with_408(hardened, server_port):
+def test_a_body_that_trickles_in_is_refused_with_408(hardened, server_port, environment):
+    alice = token(environment, "--sub", "alice").encode()
     answer = raw_request(
         server_port,
-        b"POST /api/sidecars/handshake HTTP/1.1\r\nHost: x\r\ngateway-sidecar-token: ags_x\r\n"
+        b"POST /api/sessions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + alice + b"\r\n"
         b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{",
     )
 
@@ -117,11 +118,15 @@ def test_a_body_that_trickles_in_is_refused_with_408(hardened, server_port):
     assert answer.endswith(b'{"message":"the request body did not arrive in time"}')
 
 
-def test_a_handshake_without_a_token_is_refused_before_its_body(hardened, server_port):
+@pytest.mark.parametrize("credentials", [b"", b"gateway-sidecar-token: ags_wrong\r\n"])
+def test_a_handshake_without_a_valid_token_is_refused_before_its_body(
+    hardened, server_port, credentials
+):
     answer = raw_request(
         server_port,
         b"POST /api/sidecars/handshake HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-        b"Content-Length: 100\r\n\r\n",  # the body never comes: the answer does not wait for it
+        + credentials
+        + b"Content-Length: 100\r\n\r\n",  # the body never comes: the answer does not wait
     )
 
     assert answer.startswith(b"HTTP/1.1 401 ")
