@@ -89,20 +89,29 @@ def escape_mrkdwn(text: str) -> str:
     return "".join(_MRKDWN_ESCAPES.get(char, char) for char in text)
 
 
-def _inline(char: str) -> str:
-    """One character of a name or label as it may appear inside a line of mrkdwn."""
+def _inline(text: str, index: int) -> str:
+    """``text[index]`` as it may appear inside a line of mrkdwn."""
+    char = text[index]
     if char in _MRKDWN_ESCAPES:
         return _MRKDWN_ESCAPES[char]
-    if char in _FORMATTING_CHARACTERS:
+    if char in _FORMATTING_CHARACTERS and not _inside_a_word(text, index):
+        # Only at a word's edge can it open or close formatting; inside one (pg_prod, a*b) it
+        # is left alone, so names copied from a card are the names.
         return _ZERO_WIDTH_SPACE + char
     if char.isspace() or unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp"):
         return " "  # no line breaks, no bidi overrides: a label stays on its own line
     return char
 
 
+def _inside_a_word(text: str, index: int) -> bool:
+    before = text[index - 1] if index > 0 else ""
+    after = text[index + 1] if index + 1 < len(text) else ""
+    return before.isalnum() and after.isalnum()
+
+
 def user_text(text: str) -> str:
     """Text someone typed (a command word, a name), safe to echo inside a line of mrkdwn."""
-    return "".join(_inline(char) for char in text)
+    return "".join(_inline(text, index) for index in range(len(text)))
 
 
 def human_duration(ns: int) -> str:
@@ -132,7 +141,7 @@ def _fit_escaped(text: str, budget: int, *, in_code_block: bool = False) -> tupl
             if char == "`" and text[index + 1 : index + 2] == "`":
                 piece += _ZERO_WIDTH_SPACE
         else:
-            piece = _inline(char)
+            piece = _inline(text, index)
         if used + len(piece) > budget:
             return "".join(pieces), len(text) - index
         pieces.append(piece)

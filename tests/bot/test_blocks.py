@@ -378,3 +378,10 @@ def test_an_unknown_subcommand_is_echoed_harmlessly():
     text = unknown_subcommand_text("`<!channel>`\n*bold*")
 
     assert text.startswith(f"I do not know “{ZWSP}`&lt;!channel&gt;{ZWSP}` {ZWSP}*bold{ZWSP}*”.")
+
+
+def test_formatting_characters_inside_words_are_left_as_they_are():
+    card = review_card(facts(connection_name="pg_prod_eu", requester_name="*Ada* a*b"))
+
+    assert fields(card)[1] == "*Connection*\npg_prod_eu"  # copied from the card, it is the name
+    assert fields(card)[0].startswith(f"*Requester*\n{ZWSP}*Ada{ZWSP}* a*b (")
