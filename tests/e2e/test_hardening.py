@@ -1,12 +1,14 @@
 """An attacker on the network against `accessgate serve`: what they send, what they get."""
 
 import json
+import os
 import socket
 import stat
 import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -18,7 +20,7 @@ from testing.oidc_provider import signing_key
 from testing.postgres import free_port
 from testing.processes import ServerProcess, accessgate, server_process, token
 
-pytestmark = pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+SQLITE = pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 
 MIB = 1024 * 1024
 
@@ -40,16 +42,34 @@ def raw_request(port: int, data: bytes, *, read_timeout: float = 15) -> bytes:
         return answer
 
 
-@pytest.fixture
-def hardened(environment, server_port, tmp_path) -> Iterator[ServerProcess]:
+@dataclass
+class Hardened:
     """A server with short timeouts, logging every request as an operator's would."""
-    environment = {
-        **environment,
-        "ACCESSGATE_HEADER_TIMEOUT_SECONDS": "0.5",
-        "ACCESSGATE_BODY_TIMEOUT_SECONDS": "0.5",
-    }
-    with server_process(environment, server_port, tmp_path / "serve.log", log_level="info") as s:
-        yield s
+
+    server: ServerProcess
+    port: int
+    environment: dict[str, str]
+    log: Path
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+
+@pytest.fixture(scope="module")
+def hardened(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hardened]:
+    workdir = tmp_path_factory.mktemp("hardened")
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("ACCESSGATE_")}
+    environment.update(
+        {
+            "ACCESSGATE_DATA_DIR": str(workdir / "data"),
+            "ACCESSGATE_HEADER_TIMEOUT_SECONDS": "0.5",
+            "ACCESSGATE_BODY_TIMEOUT_SECONDS": "0.5",
+        }
+    )
+    port, log = free_port(), workdir / "serve.log"
+    with server_process(environment, port, log, log_level="info") as server:
+        yield Hardened(server, port, environment, log)
 
 
 # -- bodies and slow clients ------------------------------------------------------------------
@@ -69,14 +89,14 @@ def post_chunked(url: str, headers: dict[str, str]) -> tuple[int, object]:
     return response.status_code, response.json()
 
 
-def test_large_bodies_are_refused_without_being_read(hardened, server_port, environment):
-    alice = {"Authorization": f"Bearer {token(environment, '--sub', 'alice')}"}
-    before = rss_bytes(hardened.process.pid)
+def test_large_bodies_are_refused_without_being_read(hardened):
+    alice = {"Authorization": f"Bearer {token(hardened.environment, '--sub', 'alice')}"}
+    before = rss_bytes(hardened.server.process.pid)
 
     anonymous = post_chunked(f"{hardened.url}/sessions", {})
     signed_in = post_chunked(f"{hardened.url}/sessions", alice)
     declared = raw_request(
-        server_port,
+        hardened.port,
         b"POST /api/sidecars/handshake HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
         b"Content-Length: 104857600\r\n\r\n",
     )
@@ -89,27 +109,27 @@ def test_large_bodies_are_refused_without_being_read(hardened, server_port, envi
     assert signed_in in ((413, too_large), (0, None))
     assert declared.startswith(b"HTTP/1.1 413 ")
     assert declared.endswith(json.dumps(too_large, separators=(",", ":")).encode())
-    assert rss_bytes(hardened.process.pid) - before < 30 * MIB
+    assert rss_bytes(hardened.server.process.pid) - before < 30 * MIB
     # Refused, not broken: the server goes on answering.
     assert httpx.get(f"{hardened.url}/users/me", headers=alice).status_code == 200
 
 
-def test_headers_that_trickle_in_lose_the_connection(hardened, server_port):
-    with socket.create_connection(("127.0.0.1", server_port), timeout=15) as connection:
+def test_headers_that_trickle_in_lose_the_connection(hardened):
+    with socket.create_connection(("127.0.0.1", hardened.port), timeout=15) as connection:
         connection.sendall(b"GET /api/healthz HTTP/1.1\r\nHost: x\r\n")  # and never the end
 
         assert connection.recv(1024) == b""  # closed by the server, nothing answered
 
 
-def test_a_connection_that_sends_nothing_is_closed(hardened, server_port):
-    with socket.create_connection(("127.0.0.1", server_port), timeout=15) as connection:
+def test_a_connection_that_sends_nothing_is_closed(hardened):
+    with socket.create_connection(("127.0.0.1", hardened.port), timeout=15) as connection:
         assert connection.recv(1024) == b""
 
 
-def test_a_body_that_trickles_in_is_refused_with_408(hardened, server_port, environment):
-    alice = token(environment, "--sub", "alice").encode()
+def test_a_body_that_trickles_in_is_refused_with_408(hardened):
+    alice = token(hardened.environment, "--sub", "alice").encode()
     answer = raw_request(
-        server_port,
+        hardened.port,
         b"POST /api/sessions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + alice + b"\r\n"
         b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{",
     )
@@ -119,11 +139,9 @@ def test_a_body_that_trickles_in_is_refused_with_408(hardened, server_port, envi
 
 
 @pytest.mark.parametrize("credentials", [b"", b"gateway-sidecar-token: ags_wrong\r\n"])
-def test_a_handshake_without_a_valid_token_is_refused_before_its_body(
-    hardened, server_port, credentials
-):
+def test_a_handshake_without_a_valid_token_is_refused_before_its_body(hardened, credentials):
     answer = raw_request(
-        server_port,
+        hardened.port,
         b"POST /api/sidecars/handshake HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
         + credentials
         + b"Content-Length: 100\r\n\r\n",  # the body never comes: the answer does not wait
@@ -132,13 +150,14 @@ def test_a_handshake_without_a_valid_token_is_refused_before_its_body(
     assert answer.startswith(b"HTTP/1.1 401 ")
 
 
-def test_sign_in_codes_stay_out_of_the_access_log(hardened, tmp_path):
+def test_sign_in_codes_stay_out_of_the_access_log(hardened):
     httpx.get(f"{hardened.url}/callback", params={"code": "c0de-SECRET", "state": "st4te-SECRET"})
     httpx.get(f"{hardened.url}/healthz", params={"probe": "kept"})
 
-    hardened.process.terminate()
-    hardened.process.wait(timeout=10)
-    log = (tmp_path / "serve.log").read_text()
+    deadline = time.monotonic() + 10
+    while "probe=kept" not in hardened.log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)  # the access line is written just after the answer
+    log = hardened.log.read_text()
     assert "GET /api/callback?code=…&state=… HTTP/1.1" in log
     assert "SECRET" not in log
     assert "GET /api/healthz?probe=kept HTTP/1.1" in log
@@ -147,6 +166,7 @@ def test_sign_in_codes_stay_out_of_the_access_log(hardened, tmp_path):
 # -- keys and files ---------------------------------------------------------------------------
 
 
+@SQLITE
 def test_the_data_directory_and_database_files_are_private(environment, tmp_path):
     data_dir = tmp_path / "fresh-data"
     environment = {**environment, "ACCESSGATE_DATA_DIR": str(data_dir)}
@@ -160,6 +180,7 @@ def test_the_data_directory_and_database_files_are_private(environment, tmp_path
     assert all(mode == 0o600 for mode in files.values()), files  # -wal and -shm included
 
 
+@SQLITE
 def test_a_short_secret_key_stops_start_up_with_a_clear_message(environment):
     environment = {**environment, "ACCESSGATE_SECRET_KEY": "too-short"}
 
@@ -233,6 +254,7 @@ class SlowKeyProvider:
         )
 
 
+@SQLITE
 def test_unknown_key_ids_never_hold_up_a_valid_token(environment, server_port, tmp_path):
     provider = SlowKeyProvider()
     token(environment, "--sub", "alice")  # the user exists, as after a first sign-in
