@@ -11,9 +11,10 @@ from typing import Any, TypeVar
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 from starlette.routing import Match
 
 from models.core import errors
@@ -119,6 +120,12 @@ def install_error_handlers(app: FastAPI) -> None:
         if exc.status_code == 405:
             headers["Allow"] = ", ".join(allowed_methods(app, request))
         return error_response(exc.status_code, str(exc.detail), headers)
+
+    @app.exception_handler(ClientDisconnect)
+    async def client_gone(_request: Request, _exc: ClientDisconnect) -> Response:
+        # The client left mid-body, or RequestLimits answered it already (413, 408): nobody is
+        # listening, and nothing went wrong on our side worth an error in the log.
+        return Response(status_code=400)
 
     @app.exception_handler(Exception)
     async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:

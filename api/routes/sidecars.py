@@ -69,9 +69,10 @@ def _handshake(request: Request, token: str) -> HandshakeResponse:
         sidecar = authenticate_sidecar(
             db=db, token=token, throttle=state.throttle, address=client_address(request)
         )
-    # Only a sidecar's body is read (at most ACCESSGATE_MAX_BODY_BYTES), by the event loop.
-    raw_body = anyio.from_thread.run(request.body)
-    with db_scope(engine) as db:
+        # Only a sidecar's body is read (at most ACCESSGATE_MAX_BODY_BYTES, within
+        # ACCESSGATE_BODY_TIMEOUT_SECONDS), by the event loop; one session throughout, as the
+        # hot path of every sidecar can spare no second transaction.
+        raw_body = anyio.from_thread.run(request.body)
         return sidecar_service.handshake_sidecar(
             db=db,
             sidecar=sidecar,

@@ -93,8 +93,15 @@ def test_large_bodies_are_refused_without_being_read(hardened):
     alice = {"Authorization": f"Bearer {token(hardened.environment, '--sub', 'alice')}"}
     before = rss_bytes(hardened.server.process.pid)
 
+    root_token = token(hardened.environment, "--sub", "root", "--groups", "admin")
+    root = {"Authorization": f"Bearer {root_token}"}
+    sidecar = httpx.post(f"{hardened.url}/sidecars", json={"name": "edge-big"}, headers=root).json()
+
     anonymous = post_chunked(f"{hardened.url}/sessions", {})
     signed_in = post_chunked(f"{hardened.url}/sessions", alice)
+    handshake = post_chunked(
+        f"{hardened.url}/sidecars/handshake", {"gateway-sidecar-token": sidecar["token"]}
+    )
     declared = raw_request(
         hardened.port,
         b"POST /api/sidecars/handshake HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -107,11 +114,13 @@ def test_large_bodies_are_refused_without_being_read(hardened):
         (0, None),
     )
     assert signed_in in ((413, too_large), (0, None))
+    assert handshake in ((413, too_large), (0, None))
     assert declared.startswith(b"HTTP/1.1 413 ")
     assert declared.endswith(json.dumps(too_large, separators=(",", ":")).encode())
     assert rss_bytes(hardened.server.process.pid) - before < 30 * MIB
-    # Refused, not broken: the server goes on answering.
+    # Refused, not broken: the server goes on answering, and has no error to log.
     assert httpx.get(f"{hardened.url}/users/me", headers=alice).status_code == 200
+    assert "Traceback" not in hardened.log.read_text()
 
 
 def test_headers_that_trickle_in_lose_the_connection(hardened):
