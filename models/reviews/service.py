@@ -96,8 +96,7 @@ def _window_change(db: Session, review: Review, request: ReviewDecisionRequest) 
         window = review.time_window["configuration"]
         raise errors.Conflict(
             f"this review's time window ({window['start_time']}-{window['end_time']} UTC) was "
-            f"set by {_who(setter)}; an approval may repeat "
-            "it but not change it"
+            f"set by {_who(setter)}; an approval may repeat it but not change it"
         )
     if review.status is not ReviewStatus.PENDING:
         raise errors.Conflict(
