@@ -27,7 +27,7 @@ format: $(INSTALLED)
 	$(BIN)/ruff format .
 
 test: $(INSTALLED) postgres-binaries oidc-provider check
-	$(BIN)/pytest -n 2
+	$(BIN)/pytest -n 3
 
 bench: $(INSTALLED) postgres-binaries wrk
 	status=0; \

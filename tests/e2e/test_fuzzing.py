@@ -19,7 +19,7 @@ from schemathesis.specs.openapi import checks as openapi_checks
 from testing.postgres import free_port
 from testing.processes import ServerProcess, server_process, token
 
-EXAMPLES_PER_OPERATION = 8
+EXAMPLES_PER_OPERATION = 6
 
 
 @pytest.fixture(scope="module")

@@ -265,12 +265,12 @@ def row_counts(environment: dict[str, str]) -> dict[str, int]:
 def test_anonymous_login_urls_write_nothing_and_any_of_them_signs_in(server, provider, environment):
     before = row_counts(environment)
 
-    urls = [httpx.get(f"{server}/login").json()["login_url"] for _ in range(100)]
+    urls = [httpx.get(f"{server}/login").json()["login_url"] for _ in range(30)]
 
     assert row_counts(environment) == before
-    assert len(set(urls)) == 100
+    assert len(set(urls)) == 30
     with httpx.Client(follow_redirects=True, timeout=30) as browser:
-        signed_in = sign_in_at_provider(browser, urls[42], "alice")
+        signed_in = sign_in_at_provider(browser, urls[17], "alice")
     assert signed_in.status_code == 200, signed_in.text
     assert signed_in.json()["user"]["sub"] == "alice"
 
