@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
@@ -122,10 +122,10 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(exc.status_code, str(exc.detail), headers)
 
     @app.exception_handler(ClientDisconnect)
-    async def client_gone(_request: Request, _exc: ClientDisconnect) -> Response:
+    async def client_gone(_request: Request, _exc: ClientDisconnect) -> JSONResponse:
         # The client left mid-body, or RequestLimits answered it already (413, 408): nobody is
         # listening, and nothing went wrong on our side worth an error in the log.
-        return Response(status_code=400)
+        return error_response(400, "the request body did not arrive whole")
 
     @app.exception_handler(Exception)
     async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:
