@@ -183,15 +183,20 @@ def flush_or_conflict(db: Session, conflict: str) -> None:
         raise errors.Conflict(conflict) from exc
 
 
+def conflict_aware_insert(db: Session, table: Any) -> Any:
+    """``INSERT`` for ``table`` in the session's dialect, with its ``ON CONFLICT`` clauses."""
+    dialect = postgresql if db.get_bind().dialect.name == "postgresql" else sqlite
+    return dialect.insert(table)
+
+
 def insert_unless_present(db: Session, table: type[SQLModel], *, key: str, **values: Any) -> bool:
     """INSERT a row unless one with the same ``key`` exists; True when this one went in.
 
     Race-safe on both backends (``ON CONFLICT DO NOTHING``): of processes inserting the same key
     at once, exactly one gets True. RETURNING says it, as psycopg reports no rowcount here.
     """
-    dialect = postgresql if db.get_bind().dialect.name == "postgresql" else sqlite
     statement = (
-        dialect.insert(table)
+        conflict_aware_insert(db, table)
         .values(**values)
         .on_conflict_do_nothing(index_elements=[key])
         .returning(getattr(table, key))
@@ -201,8 +206,7 @@ def insert_unless_present(db: Session, table: type[SQLModel], *, key: str, **val
 
 def upsert(db: Session, table: type[SQLModel], *, key: str, **values: Any) -> None:
     """INSERT a row, or UPDATE the given ``values`` of the one with the same ``key``, atomically."""
-    dialect = postgresql if db.get_bind().dialect.name == "postgresql" else sqlite
-    insert = dialect.insert(table).values(**values)
+    insert = conflict_aware_insert(db, table).values(**values)
     changes = {name: insert.excluded[name] for name in values if name != key}
     db.connection().execute(insert.on_conflict_do_update(index_elements=[key], set_=changes))
 

@@ -20,11 +20,10 @@ from limits import RateLimitItem, RateLimitItemPerMinute
 from limits.storage import Storage
 from limits.strategies import FixedWindowRateLimiter
 from sqlalchemy import Engine, Float, Integer, String, case, delete
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Field, SQLModel, col
 
 from models.core import errors
-from models.core.db import db_scope, write_transaction
+from models.core.db import conflict_aware_insert, db_scope, write_transaction
 
 MAX_REMEMBERED_BLOCKS = 10_000
 
@@ -93,8 +92,9 @@ class DatabaseStorage(Storage):
         now = self._clock()
         table = ThrottleCounter.__table__  # type: ignore[attr-defined]
         with db_scope(self._engine) as db, write_transaction(db):
-            dialect = postgresql if db.get_bind().dialect.name == "postgresql" else sqlite
-            insert = dialect.insert(table).values(key=key, count=amount, expires_at=now + expiry)
+            insert = conflict_aware_insert(db, table).values(
+                key=key, count=amount, expires_at=now + expiry
+            )
             ended = table.c.expires_at <= now
             upsert = insert.on_conflict_do_update(
                 index_elements=["key"],

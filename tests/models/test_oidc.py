@@ -9,6 +9,7 @@ import pytest
 from models.core import errors
 from models.sign_in.oidc import OidcClient
 from testing.oidc_provider import signing_key
+from tests.factories import ManualClock
 
 ISSUER = "https://idp.example"
 CLIENT_ID = "accessgate"
@@ -61,25 +62,17 @@ class FakeProvider:
         return jwt.encode(claims, self.key, algorithm="RS256", headers=headers)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
 def provider() -> FakeProvider:
     return FakeProvider()
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
+def clock() -> ManualClock:
+    return ManualClock(1000.0)
 
 
-def relying_party(provider: FakeProvider, clock: Clock, *, audience: str = "") -> OidcClient:
+def relying_party(provider: FakeProvider, clock: ManualClock, *, audience: str = "") -> OidcClient:
     return OidcClient(
         issuer=ISSUER,
         client_id=CLIENT_ID,

@@ -12,21 +12,14 @@ from models.core.throttle import (
     ThrottleCounter,
     prune_throttle_counters,
 )
+from tests.factories import ManualClock
 
 pytestmark = pytest.mark.parametrize("backend", ["sqlite", "postgres"], indirect=True)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_800_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
+def clock() -> ManualClock:
+    return ManualClock(1_800_000_000.0)
 
 
 def test_failures_on_two_replicas_count_together(engine, clock):
