@@ -7,6 +7,7 @@ from fastapi import Depends, Request, Response
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel
 from sqlmodel import Session
 from starlette.concurrency import run_in_threadpool
 
@@ -57,6 +58,44 @@ def bearer_subject(request: Request, credentials: HTTPAuthorizationCredentials |
 
 
 CurrentUser = Annotated[User, Depends(get_current_user)]
+
+
+async def get_bearer_subject(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+) -> str:
+    """The ``sub`` of the caller's verified bearer token, for routes that run in one thread."""
+    sub: str | None = getattr(request.state, "bearer_subject", None)
+    if sub is None:  # not checked before the body (a route outside CredentialsFirstRoute)
+        sub = await run_in_threadpool(bearer_subject, request, credentials)
+    return sub
+
+
+BearerSubject = Annotated[str, Depends(get_bearer_subject)]
+
+
+async def answer_as_caller(
+    request: Request,
+    subject: str,
+    work: Callable[[Session, User], BaseModel],
+    *,
+    status_code: int = 200,
+) -> Response:
+    """Run ``work`` for the active caller named by ``subject``; answer what it returns as JSON.
+
+    For the hot routes (decisions, lists, new sessions): loading the caller, the work and the
+    serializing all run in one worker thread, where a route taking ``DbDep`` and ``CurrentUser``
+    would cross to a thread for each; and the answer, built by the service, is serialized once
+    rather than validated again against the response model.
+    """
+    engine = request.app.state.engine
+
+    def run() -> str:
+        with db_scope(engine) as db:
+            return work(db, authenticated_user(db=db, sub=subject)).model_dump_json()
+
+    body = await run_in_threadpool(run)
+    return Response(body, status_code=status_code, media_type="application/json")
 
 
 def get_secret_box(request: Request) -> SecretBox:
@@ -123,7 +162,7 @@ class CredentialsFirstRoute(APIRoute):
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
         calls = _dependency_calls(self.dependant)
-        if get_current_user in calls:
+        if get_current_user in calls or get_bearer_subject in calls:
             check = _check_bearer_first
         elif get_current_sidecar in calls:
             check = _check_sidecar_first

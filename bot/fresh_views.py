@@ -27,7 +27,7 @@ from models.chat.cards import ReviewCardFacts, review_card_facts
 from models.chat.links import user_by_chat_id
 from models.chat.pending_lists import take_pending_list_url
 from models.core.clock import utc_now
-from models.reviews.service import reviews_waiting_on
+from models.reviews.listing import reviews_waiting_on
 from models.users.schema import User
 
 logger = logging.getLogger("accessgate.bot.views")

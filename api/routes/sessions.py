@@ -1,8 +1,14 @@
 import uuid
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request, Response
 
-from api.deps import CredentialsFirstRoute, CurrentUser, DbDep
+from api.deps import (
+    BearerSubject,
+    CredentialsFirstRoute,
+    CurrentUser,
+    DbDep,
+    answer_as_caller,
+)
 from models.core.clock import utc_now
 from models.sessions import service as session_service
 from models.sessions.schema import SessionCreate, SessionPublic
@@ -10,10 +16,19 @@ from models.sessions.schema import SessionCreate, SessionPublic
 router = APIRouter(route_class=CredentialsFirstRoute, prefix="/sessions", tags=["sessions"])
 
 
-@router.post("", status_code=201)
-def open_session(request: SessionCreate, db: DbDep, user: CurrentUser) -> SessionPublic:
+@router.post("", status_code=201, response_model=SessionPublic)
+async def open_session(
+    session: SessionCreate, request: Request, subject: BearerSubject
+) -> Response:
     """Open a session on a connection; its review is created when review is configured."""
-    return session_service.open_session(db=db, owner=user, request=request, now=utc_now())
+    return await answer_as_caller(
+        request,
+        subject,
+        lambda db, caller: session_service.open_session(
+            db=db, owner=caller, request=session, now=utc_now()
+        ),
+        status_code=201,
+    )
 
 
 @router.get("/{session_id}")

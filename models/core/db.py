@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import DateTime, Engine, event
+from sqlalchemy import DateTime, Engine, Table, event
 from sqlalchemy import Enum as SAEnum
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Dialect, make_url
@@ -47,6 +47,13 @@ class UTCDateTime(TypeDecorator[datetime]):
         if value is None:
             return None
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def table_of(model: type[SQLModel]) -> Table:
+    """The Core table of a table model, for prebuilt statements on hot paths."""
+    table = model.__table__  # type: ignore[attr-defined]
+    assert isinstance(table, Table)
+    return table
 
 
 def new_id() -> uuid.UUID:

@@ -15,10 +15,10 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import JSON, Index, String, event, text
+from sqlalchemy import JSON, Index, String, event, insert, text
 from sqlmodel import Field, Session, SQLModel
 
-from models.core.db import UTCDateTime, enum_column
+from models.core.db import UTCDateTime, enum_column, table_of
 
 
 class EventKind(StrEnum):
@@ -95,11 +95,22 @@ def record_review_event(
     now: datetime,
     details: dict[str, Any] | None = None,
 ) -> None:
-    """Add the event of a review entering ``status``; ``details`` say who and how."""
+    """Add the event of a review entering ``status``; ``details`` say who and how.
+
+    Inserted at once with a Core statement (decisions are the hot path): nothing of the event
+    is needed afterwards, so no ORM object is made for it.
+    """
     payload = {"review_id": str(review_id), "session_id": str(session_id), "status": status}
-    record_event(
-        db, kind=kind, review_id=review_id, payload={**payload, **(details or {})}, now=now
+    db.execute(
+        insert(table_of(OutboxEvent)).values(
+            kind=kind,
+            review_id=review_id,
+            payload={**payload, **(details or {})},
+            created_at=now,
+            attempts=0,
+        )
     )
+    db.info[_HAS_NEW_EVENTS] = True
 
 
 # -- telling readers in this process -----------------------------------------------------------

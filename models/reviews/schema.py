@@ -13,7 +13,7 @@ from pydantic import (
     model_serializer,
     model_validator,
 )
-from sqlalchemy import JSON, BigInteger, Text, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, Index, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from models.core.clock import utc_now
@@ -38,10 +38,18 @@ class Door(StrEnum):
 
 
 class Review(SQLModel, table=True):
+    # Lists walk these newest first by (created_at, id), so a page costs the same at any depth
+    # and whatever the size of the table.
+    __table_args__ = (
+        Index("ix_review_listing", "organization_id", "created_at", "id"),
+        Index("ix_review_listing_by_status", "organization_id", "status", "created_at", "id"),
+        Index("ix_review_listing_by_owner", "owner_id", "created_at", "id"),
+    )
+
     id: uuid.UUID = Field(default_factory=new_id, primary_key=True)
-    organization_id: uuid.UUID = Field(foreign_key="organization.id", index=True)
+    organization_id: uuid.UUID = Field(foreign_key="organization.id")
     session_id: uuid.UUID = Field(foreign_key="gateway_session.id", unique=True)
-    owner_id: uuid.UUID = Field(foreign_key="user.id", index=True)
+    owner_id: uuid.UUID = Field(foreign_key="user.id")
     connection_name: str = Field(max_length=128)
     type: ReviewType = Field(sa_type=enum_column(ReviewType))
     status: ReviewStatus = Field(
@@ -65,11 +73,41 @@ class Review(SQLModel, table=True):
 
 
 class ReviewGroup(SQLModel, table=True):
+    """One reviewer group's say on a review.
+
+    ``organization_id``, ``review_created_at`` and ``review_status`` copy the review's (the
+    first two never change; the status is copied on every change, by ``mirror_review_status``)
+    so that a reviewer's reviews are walked newest first from this table's indexes alone,
+    group by group, with or without a status filter.
+    """
+
     __tablename__ = "review_group"
-    __table_args__ = (UniqueConstraint("review_id", "group"),)
+    __table_args__ = (
+        UniqueConstraint("review_id", "group"),
+        Index(
+            "ix_review_group_listing",
+            "organization_id",
+            "group",
+            "review_created_at",
+            "review_id",
+        ),
+        Index(
+            "ix_review_group_listing_by_status",
+            "organization_id",
+            "group",
+            "review_status",
+            "review_created_at",
+            "review_id",
+        ),
+    )
 
     id: uuid.UUID = Field(default_factory=new_id, primary_key=True)
     review_id: uuid.UUID = Field(foreign_key="review.id", index=True, ondelete="CASCADE")
+    organization_id: uuid.UUID = Field(foreign_key="organization.id")
+    review_created_at: datetime = Field(sa_type=UTCDateTime)
+    review_status: ReviewStatus = Field(
+        default=ReviewStatus.PENDING, sa_type=enum_column(ReviewStatus)
+    )
     group: str = Field(max_length=100)
     status: ReviewStatus = Field(default=ReviewStatus.PENDING, sa_type=enum_column(ReviewStatus))
     reviewed_by_id: uuid.UUID | None = Field(default=None, foreign_key="user.id")

@@ -1,14 +1,17 @@
 """Deciding and reading reviews: the one service both the API and the chat bot call."""
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import ColumnElement, exists, func, or_
+from sqlalchemy import ColumnElement, bindparam, exists, insert, or_, update
+from sqlalchemy import select as core_select
 from sqlmodel import Session, col, select
 
 from models.core import errors
-from models.core.db import write_transaction
+from models.core.db import new_id, table_of, write_transaction
 from models.delivery.outbox import EventKind, record_review_event
 from models.reviews.machine import Decision, Outcome, Reviewer, ReviewState, ReviewStatus, decide
 from models.reviews.schema import (
@@ -41,41 +44,140 @@ def update_review(
 
     The review row is locked for the whole transaction, so simultaneous decisions on one review
     apply one after the other and none is lost.
+
+    This is every reviewer's hot path, so it is written as a few prebuilt statements rather
+    than through the ORM's unit of work: one read of the review with its entries and their
+    reviewers (under the lock), one update per kind of change, the decision and its outbox
+    event inserted; the answer is rendered from what the transaction already holds.
     """
     with write_transaction(db):
-        review = _lock_review(db, review_ref, actor)
-        entries = list(
-            db.exec(
-                select(ReviewGroup)
-                .where(ReviewGroup.review_id == review.id)
-                .order_by(col(ReviewGroup.group))
-            )
-        )
+        locked = _lock_review(db, review_ref, actor)
+        review, entries = locked.review, locked.entries
         before = ReviewState(
-            status=review.status,
-            owner_id=review.owner_id,
+            status=review["status"],
+            owner_id=review["owner_id"],
             entries={entry.group: entry.status for entry in entries},
-            force_approval_groups=frozenset(review.force_approval_groups),
-            min_approvals=review.min_approvals,
+            force_approval_groups=frozenset(review["force_approval_groups"]),
+            min_approvals=review["min_approvals"],
             approved_by=frozenset(
                 entry.reviewed_by_id
                 for entry in entries
                 if entry.status is ReviewStatus.APPROVED and entry.reviewed_by_id is not None
             ),
-            distinct_approvers=review.distinct_approvers,
-            no_self_force_approval=review.no_self_force_approval,
+            distinct_approvers=review["distinct_approvers"],
+            no_self_force_approval=review["no_self_force_approval"],
         )
         reviewer = Reviewer(id=actor.id, groups=frozenset(actor.groups), is_admin=actor.is_admin)
         outcome = decide(before, reviewer, request.status, force=request.force_review)
         window_changes = _window_change(db, review, request)
         if outcome.changes(before) or window_changes:
-            _apply(db, review, entries, outcome, actor=actor, request=request, now=now)
+            entries = _apply(db, locked, outcome, actor=actor, request=request, now=now)
             _record(db, review, before, outcome, actor=actor, request=request, door=door, now=now)
-    # Rendered from what this transaction already holds; only other reviewers are looked up.
-    return _review_view(review, _entry_views(db, entries, known_users=[actor]))
+    return _review_view(review, [entry.view() for entry in entries])
 
 
-def _window_change(db: Session, review: Review, request: ReviewDecisionRequest) -> bool:
+@dataclass(frozen=True)
+class _Entry:
+    """A reviewer group's entry as the decision reads it, with the reviewer who decided it."""
+
+    review_id: uuid.UUID
+    group: str
+    status: ReviewStatus
+    reviewed_by_id: uuid.UUID | None
+    reviewed_by: ReviewOwnerPublic | None
+    review_date: datetime | None
+    forced_review: bool
+    id: uuid.UUID
+
+    def view(self) -> ReviewGroupPublic:
+        return ReviewGroupPublic(
+            id=self.id,
+            group=self.group,
+            status=self.status,
+            reviewed_by=self.reviewed_by,
+            review_date=self.review_date,
+            forced_review=self.forced_review,
+        )
+
+
+@dataclass
+class _Locked:
+    review: dict[str, Any]
+    """The review's columns, updated in place as the decision changes them."""
+    entries: list[_Entry]
+
+
+_review_table = table_of(Review)
+_entry_table = table_of(ReviewGroup)
+_user_table = table_of(User)
+_LOCK_STATEMENT = (
+    core_select(_review_table)
+    .where(
+        or_(_review_table.c.id == bindparam("ref"), _review_table.c.session_id == bindparam("ref")),
+        _review_table.c.organization_id == bindparam("organization_id"),
+    )
+    .with_for_update()
+)
+# Read after the lock is held, in a statement of its own: on PostgreSQL a statement that waited
+# for a row lock sees the locked row as it is now but the rows it joined as they were when it
+# started, which would lose the decision committed meanwhile.
+_ENTRIES_STATEMENT = (
+    core_select(
+        _entry_table,
+        *(
+            _user_table.c[name].label(f"reviewer_{name}")
+            for name in ("id", "name", "email", "chat_id")
+        ),
+    )
+    .select_from(
+        _entry_table.outerjoin(_user_table, _user_table.c.id == _entry_table.c.reviewed_by_id)
+    )
+    .where(_entry_table.c.review_id.in_(bindparam("review_ids", expanding=True)))
+    .order_by(_entry_table.c.group)
+)
+
+
+def _read_entries(db: Session, review_ids: list[uuid.UUID]) -> list[_Entry]:
+    """The entries of the reviews, each group's in group order, with who decided them."""
+    rows = db.execute(_ENTRIES_STATEMENT, {"review_ids": review_ids}).mappings()
+    return [
+        _Entry(
+            id=entry["id"],
+            review_id=entry["review_id"],
+            group=entry["group"],
+            status=entry["status"],
+            reviewed_by_id=entry["reviewed_by_id"],
+            reviewed_by=None
+            if entry["reviewer_id"] is None
+            else ReviewOwnerPublic(
+                id=entry["reviewer_id"],
+                name=entry["reviewer_name"],
+                email=entry["reviewer_email"],
+                chat_id=entry["reviewer_chat_id"] or "",
+            ),
+            review_date=entry["review_date"],
+            forced_review=entry["forced_review"],
+        )
+        for entry in rows
+    ]
+
+
+def _lock_review(db: Session, review_ref: str, actor: User) -> _Locked:
+    """The review, locked until the transaction ends, with its entries in group order."""
+    try:
+        ref = uuid.UUID(review_ref)
+    except ValueError as exc:
+        raise errors.NotFound(REVIEW_NOT_FOUND) from exc
+    locked = db.execute(_LOCK_STATEMENT, {"ref": ref, "organization_id": actor.organization_id})
+    row = locked.mappings().first()
+    if row is None:
+        raise errors.NotFound(REVIEW_NOT_FOUND)
+    review = dict(row)
+    entries = _read_entries(db, [review["id"]])
+    return _Locked(review, entries)
+
+
+def _window_change(db: Session, review: dict[str, Any], request: ReviewDecisionRequest) -> bool:
     """Whether the approval sets the review's time window; Conflict if it would change one.
 
     The first window set is the one every later approver agreed to (or may refuse by
@@ -85,22 +187,20 @@ def _window_change(db: Session, review: Review, request: ReviewDecisionRequest) 
     if request.time_window is None:
         return False
     wanted = request.time_window.model_dump()
-    if wanted == review.time_window:
+    if wanted == review["time_window"]:
         return False
-    if review.time_window is not None:
-        setter = (
-            None
-            if review.time_window_set_by_id is None
-            else db.get(User, review.time_window_set_by_id)
-        )
-        window = review.time_window["configuration"]
+    if review["time_window"] is not None:
+        set_by = review["time_window_set_by_id"]
+        setter = None if set_by is None else db.get(User, set_by)
+        window = review["time_window"]["configuration"]
         raise errors.Conflict(
             f"this review's time window ({window['start_time']}-{window['end_time']} UTC) was "
             f"set by {_who(setter)}; an approval may repeat it but not change it"
         )
-    if review.status is not ReviewStatus.PENDING:
+    if review["status"] is not ReviewStatus.PENDING:
         raise errors.Conflict(
-            f"this review is already {review.status} without a time window; it cannot get one now"
+            f"this review is already {review['status']} without a time window; "
+            "it cannot get one now"
         )
     return True
 
@@ -111,76 +211,95 @@ def _who(user: User | None) -> str:
     return user.name or user.email or user.sub
 
 
-def _named_by(review_ref: str) -> ColumnElement[bool]:
-    """The review whose id, or whose session's id, is ``review_ref``; NotFound if not a uuid."""
-    try:
-        ref = uuid.UUID(review_ref)
-    except ValueError as exc:
-        raise errors.NotFound(REVIEW_NOT_FOUND) from exc
-    return or_(col(Review.id) == ref, col(Review.session_id) == ref)
-
-
-def _lock_review(db: Session, review_ref: str, actor: User) -> Review:
-    statement = (
-        select(Review)
-        .where(_named_by(review_ref))
-        .where(Review.organization_id == actor.organization_id)
-        .with_for_update()
-    )
-    review = db.exec(statement).first()
-    if review is None:
-        raise errors.NotFound(REVIEW_NOT_FOUND)
-    return review
-
-
 def _apply(
     db: Session,
-    review: Review,
-    entries: list[ReviewGroup],
+    locked: _Locked,
     outcome: Outcome,
     *,
     actor: User,
     request: ReviewDecisionRequest,
     now: datetime,
-) -> None:
-    for entry in entries:
-        if entry.group in outcome.entries:
-            entry.status = outcome.entries[entry.group]
-            entry.reviewed_by_id = actor.id
-            entry.review_date = now
-            entry.forced_review = outcome.forced
-            db.add(entry)
-    if request.time_window is not None and review.time_window is None:
-        review.time_window = request.time_window.model_dump()
-        review.time_window_set_by_id = actor.id
-    if outcome.status is not review.status:
-        _enter_status(review, outcome.status, actor=actor, request=request, now=now)
-    db.add(review)
+) -> list[_Entry]:
+    """Write the outcome; return the entries as they now are."""
+    review = locked.review
+    decided_by = ReviewOwnerPublic(
+        id=actor.id, name=actor.name, email=actor.email, chat_id=actor.chat_id or ""
+    )
+    entries = [
+        replace(
+            entry,
+            status=outcome.entries[entry.group],
+            reviewed_by_id=actor.id,
+            reviewed_by=decided_by,
+            review_date=now,
+            forced_review=outcome.forced,
+        )
+        if entry.group in outcome.entries
+        else entry
+        for entry in locked.entries
+    ]
+    for status in sorted(set(outcome.entries.values())):
+        groups = [group for group, new in outcome.entries.items() if new is status]
+        db.execute(
+            update(_entry_table)
+            .where(_entry_table.c.review_id == review["id"], _entry_table.c.group.in_(groups))
+            .values(
+                status=status,
+                reviewed_by_id=actor.id,
+                review_date=now,
+                forced_review=outcome.forced,
+            )
+        )
+    changes: dict[str, Any] = {}
+    if request.time_window is not None and review["time_window"] is None:
+        changes["time_window"] = request.time_window.model_dump()
+        changes["time_window_set_by_id"] = actor.id
+    if outcome.status is not review["status"]:
+        changes |= _entering(review, outcome.status, actor=actor, request=request, now=now)
+        mirror_review_status(db, review["id"], outcome.status)
+    if changes:
+        db.execute(update(_review_table).where(_review_table.c.id == review["id"]).values(changes))
+        review.update(changes)
+    return entries
 
 
-def _enter_status(
-    review: Review,
+def mirror_review_status(db: Session, review_id: uuid.UUID, status: ReviewStatus) -> None:
+    """Copy a review's new status onto its entries, which the reviewers' lists walk.
+
+    Every change of a review's status calls it, in the transaction of the change.
+    """
+    db.execute(
+        update(_entry_table)
+        .where(_entry_table.c.review_id == review_id)
+        .values(review_status=status)
+    )
+
+
+def _entering(
+    review: dict[str, Any],
     status: ReviewStatus,
     *,
     actor: User,
     request: ReviewDecisionRequest,
     now: datetime,
-) -> None:
-    review.status = status
-    if status is ReviewStatus.APPROVED and review.type is ReviewType.JIT:
-        review.revoke_at = now + timedelta(microseconds=review.access_duration // 1000)
+) -> dict[str, Any]:
+    """The columns that change as the review enters ``status``."""
+    changes: dict[str, Any] = {"status": status}
+    if status is ReviewStatus.APPROVED and review["type"] is ReviewType.JIT:
+        changes["revoke_at"] = now + timedelta(microseconds=review["access_duration"] // 1000)
     elif status in (ReviewStatus.REJECTED, ReviewStatus.REVOKED):
-        review.ended_by_id = actor.id
-        review.ended_at = now
+        changes["ended_by_id"] = actor.id
+        changes["ended_at"] = now
         if status is ReviewStatus.REVOKED:
-            review.revoke_at = now
+            changes["revoke_at"] = now
         else:
-            review.rejection_reason = request.rejection_reason
+            changes["rejection_reason"] = request.rejection_reason
+    return changes
 
 
 def _record(
     db: Session,
-    review: Review,
+    review: dict[str, Any],
     before: ReviewState,
     outcome: Outcome,
     *,
@@ -189,9 +308,10 @@ def _record(
     door: Door,
     now: datetime,
 ) -> None:
-    db.add(
-        ReviewDecisionRecord(
-            review_id=review.id,
+    db.execute(
+        insert(table_of(ReviewDecisionRecord)).values(
+            id=new_id(),
+            review_id=review["id"],
             actor_id=actor.id,
             door=door,
             decision=request.status,
@@ -205,8 +325,8 @@ def _record(
     record_review_event(
         db,
         kind=EventKind.REVIEW_UPDATED,
-        review_id=review.id,
-        session_id=review.session_id,
+        review_id=review["id"],
+        session_id=review["session_id"],
         status=outcome.status.value,
         now=now,
         details={
@@ -220,6 +340,15 @@ def _record(
 
 
 # -- reading ----------------------------------------------------------------------------------
+
+
+def _named_by(review_ref: str) -> ColumnElement[bool]:
+    """The review whose id, or whose session's id, is ``review_ref``; NotFound if not a uuid."""
+    try:
+        ref = uuid.UUID(review_ref)
+    except ValueError as exc:
+        raise errors.NotFound(REVIEW_NOT_FOUND) from exc
+    return or_(col(Review.id) == ref, col(Review.session_id) == ref)
 
 
 def _visible_to(viewer: User) -> list[ColumnElement[bool]]:
@@ -242,123 +371,65 @@ def get_review(*, db: Session, review_ref: str, viewer: User) -> ReviewPublic:
     return review_views(db, [review])[0]
 
 
-def list_reviews(
-    *,
-    db: Session,
-    viewer: User,
-    status: ReviewStatus | None,
-    limit: int,
-    offset: int,
-) -> tuple[list[ReviewPublic], int]:
-    """A page of the reviews ``viewer`` may see, newest first, and how many there are in all."""
-    conditions = _visible_to(viewer)
-    if status is not None:
-        conditions.append(col(Review.status) == status)
-    total = db.exec(select(func.count()).select_from(Review).where(*conditions)).one()
-    page = db.exec(
-        select(Review)
-        .where(*conditions)
-        .order_by(col(Review.created_at).desc(), col(Review.id))
-        .limit(limit)
-        .offset(offset)
-    ).all()
-    return review_views(db, page), total
-
-
-def reviews_waiting_on(*, db: Session, reviewer: User, limit: int) -> list[uuid.UUID]:
-    """Pending reviews, oldest first, where one of ``reviewer``'s groups has not decided yet.
-
-    The reviewer's own sessions are left out: they cannot approve those.
-    """
-    if not reviewer.groups:
-        return []
-    undecided_group_of_reviewer = exists().where(
-        col(ReviewGroup.review_id) == col(Review.id),
-        col(ReviewGroup.group).in_(reviewer.groups),
-        col(ReviewGroup.status) == ReviewStatus.PENDING,
-    )
-    statement = (
-        select(Review.id)
-        .where(
-            col(Review.organization_id) == reviewer.organization_id,
-            col(Review.status) == ReviewStatus.PENDING,
-            col(Review.owner_id) != reviewer.id,
-            undecided_group_of_reviewer,
-        )
-        .order_by(col(Review.created_at), col(Review.id))
-        .limit(limit)
-    )
-    return list(db.exec(statement))
-
-
 def review_views(db: Session, reviews: Sequence[Review]) -> list[ReviewPublic]:
-    """Render reviews with their entries and reviewers, in two queries whatever their number."""
+    """Render reviews with their entries and reviewers, in one query whatever their number."""
+    return review_views_of(
+        db, [{name: getattr(r, name) for name in _VIEW_COLUMNS} for r in reviews]
+    )
+
+
+def review_views_of(db: Session, reviews: Sequence[Mapping[str, Any]]) -> list[ReviewPublic]:
+    """``review_views`` for reviews read as rows (lists read them so: no ORM objects to make)."""
     if not reviews:
         return []
-    entries = db.exec(
-        select(ReviewGroup)
-        .where(col(ReviewGroup.review_id).in_([r.id for r in reviews]))
-        .order_by(col(ReviewGroup.group))
-    ).all()
-    views = _entry_views(db, entries, known_users=[])
-    views_by_review: dict[uuid.UUID, list[ReviewGroupPublic]] = {r.id: [] for r in reviews}
-    for entry, view in zip(entries, views, strict=True):
-        views_by_review[entry.review_id].append(view)
-    return [_review_view(review, views_by_review[review.id]) for review in reviews]
+    views: dict[uuid.UUID, list[ReviewGroupPublic]] = {review["id"]: [] for review in reviews}
+    for entry in _read_entries(db, list(views)):
+        views[entry.review_id].append(entry.view())
+    return [_review_view(review, views[review["id"]]) for review in reviews]
 
 
-def _entry_views(
-    db: Session, entries: Sequence[ReviewGroup], *, known_users: list[User]
-) -> list[ReviewGroupPublic]:
-    """Render entries in their order, fetching the reviewers not in ``known_users``."""
-    users = {user.id: user for user in known_users}
-    missing = {e.reviewed_by_id for e in entries if e.reviewed_by_id} - users.keys()
-    if missing:
-        users.update((u.id, u) for u in db.exec(select(User).where(col(User.id).in_(missing))))
-    return [_entry_view(entry, users) for entry in entries]
+_VIEW_COLUMNS = (
+    "id",
+    "session_id",
+    "type",
+    "status",
+    "min_approvals",
+    "force_approval_groups",
+    "time_window",
+    "access_duration",
+    "access_request_rule_name",
+    "rejection_reason",
+    "created_at",
+    "revoke_at",
+    "listener_name",
+    "sidecar_id",
+)
 
 
-def _entry_view(entry: ReviewGroup, reviewers: dict[uuid.UUID, User]) -> ReviewGroupPublic:
-    reviewer = reviewers.get(entry.reviewed_by_id) if entry.reviewed_by_id else None
-    return ReviewGroupPublic(
-        id=entry.id,
-        group=entry.group,
-        status=entry.status,
-        reviewed_by=None
-        if reviewer is None
-        else ReviewOwnerPublic(
-            id=reviewer.id, name=reviewer.name, email=reviewer.email, chat_id=reviewer.chat_id or ""
-        ),
-        review_date=entry.review_date,
-        forced_review=entry.forced_review,
-    )
-
-
-def _review_view(review: Review, entries: list[ReviewGroupPublic]) -> ReviewPublic:
+def _review_view(review: Mapping[str, Any], entries: list[ReviewGroupPublic]) -> ReviewPublic:
     return ReviewPublic(
-        id=review.id,
-        session=review.session_id,
-        type=review.type,
-        status=review.status,
+        id=review["id"],
+        session=review["session_id"],
+        type=review["type"],
+        status=review["status"],
         review_groups_data=entries,
-        min_approvals=review.min_approvals,
-        force_approval_groups=review.force_approval_groups,
-        time_window=None if review.time_window is None else TimeWindow(**review.time_window),
-        access_duration=review.access_duration,
-        access_request_rule_name=review.access_request_rule_name,
-        rejection_reason=review.rejection_reason,
-        created_at=review.created_at,
-        revoke_at=review.revoke_at,
-        listener_name=review.listener_name,
-        sidecar_id=review.sidecar_id,
+        min_approvals=review["min_approvals"],
+        force_approval_groups=review["force_approval_groups"],
+        time_window=None if review["time_window"] is None else TimeWindow(**review["time_window"]),
+        access_duration=review["access_duration"],
+        access_request_rule_name=review["access_request_rule_name"],
+        rejection_reason=review["rejection_reason"],
+        created_at=review["created_at"],
+        revoke_at=review["revoke_at"],
+        listener_name=review["listener_name"],
+        sidecar_id=review["sidecar_id"],
     )
 
 
 __all__ = [
     "Decision",
     "get_review",
-    "list_reviews",
+    "mirror_review_status",
     "review_views",
-    "reviews_waiting_on",
     "update_review",
 ]

@@ -15,7 +15,7 @@ from models.plugins.schema import PluginName
 from models.plugins.service import access_control_groups, plugin_connection_config
 from models.reviews.machine import ReviewStatus, parse_clock_time, within_time_window
 from models.reviews.schema import Review, ReviewGroup, ReviewPublic, ReviewType
-from models.reviews.service import review_views
+from models.reviews.service import mirror_review_status, review_views
 from models.rules.service import rule_for_connection
 from models.sessions.schema import GatewaySession, SessionCreate, SessionPublic, session_status
 from models.users.schema import User
@@ -183,7 +183,14 @@ def _create_review(
     db.add(review)
     db.flush()
     for group in policy.groups:
-        db.add(ReviewGroup(review_id=review.id, group=group))
+        db.add(
+            ReviewGroup(
+                review_id=review.id,
+                organization_id=review.organization_id,
+                review_created_at=review.created_at,
+                group=group,
+            )
+        )
     record_review_event(
         db,
         kind=EventKind.REVIEW_CREATED,
@@ -245,6 +252,7 @@ def _check_review_allows_execution(review: Review, now: datetime) -> None:
 def _start_processing(db: Session, review: Review, *, actor: User, now: datetime) -> None:
     review.status = ReviewStatus.PROCESSING
     db.add(review)
+    mirror_review_status(db, review.id, ReviewStatus.PROCESSING)
     record_review_event(
         db,
         kind=EventKind.REVIEW_UPDATED,

@@ -412,7 +412,7 @@ def test_reviews_are_listed_for_those_who_may_see_them(client, people, review):
     assert ids("dba", status="PENDING") == [second["id"]]
     assert ids("owner", status="REJECTED") == [review["id"]]
     assert ids("outsider") == []
-    assert ids("admin", limit=1, offset=1) == [review["id"]]
+    assert ids("admin") == [second["id"], review["id"]]
     assert (
         client.get(f"/api/reviews/{review['id']}", headers=people["outsider"].headers).status_code
         == 404

@@ -113,4 +113,4 @@ def test_more_simultaneous_approvals_than_worker_threads_all_succeed(environment
     assert [response.status_code for response in responses] == [200] * simultaneous
     with httpx.Client(base_url=server) as api:
         approved = api.get("/reviews", params={"status": "APPROVED", "limit": 200}, headers=admin)
-    assert approved.json()["total"] == simultaneous
+    assert len(approved.json()["items"]) == simultaneous
