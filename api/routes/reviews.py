@@ -1,8 +1,6 @@
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
-from pydantic import BaseModel, Field
-from sqlmodel import Session
 
 from api.deps import BearerSubject, CredentialsFirstRoute, answer_as_caller
 from models.core import errors
@@ -11,19 +9,11 @@ from models.reviews import listing
 from models.reviews import service as review_service
 from models.reviews.machine import ReviewStatus
 from models.reviews.schema import Door, ReviewDecisionRequest, ReviewPublic
-from models.users.schema import User
 
 router = APIRouter(route_class=CredentialsFirstRoute, prefix="/reviews", tags=["reviews"])
 
 
-class ReviewPage(BaseModel):
-    items: list[ReviewPublic]
-    next_cursor: str | None = Field(
-        description="Pass it as `cursor` for the next page; null on the last page."
-    )
-
-
-@router.get("", response_model=ReviewPage)
+@router.get("", response_model=listing.ReviewPage)
 async def list_reviews(
     request: Request,
     subject: BearerSubject,
@@ -43,13 +33,13 @@ async def list_reviews(
             "offset: paging is by cursor; pass the previous page's next_cursor as cursor"
         )
 
-    def page(db: Session, caller: User) -> ReviewPage:
-        found = listing.list_reviews(
+    return await answer_as_caller(
+        request,
+        subject,
+        lambda db, caller: listing.list_reviews(
             db=db, viewer=caller, status=status, limit=limit, cursor=cursor
-        )
-        return ReviewPage(items=found.items, next_cursor=found.next_cursor)
-
-    return await answer_as_caller(request, subject, page)
+        ),
+    )
 
 
 @router.get("/{review_id}", response_model=ReviewPublic)

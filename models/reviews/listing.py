@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
+from pydantic import BaseModel, Field
 from sqlalchemy import ColumnElement, Select, tuple_, union
 from sqlalchemy import select as core_select
 from sqlmodel import Session, col, select
@@ -22,11 +23,12 @@ from models.core import errors
 from models.core.db import table_of
 from models.reviews.machine import ReviewStatus
 from models.reviews.schema import Review, ReviewGroup, ReviewPublic
-from models.reviews.service import review_views_of
+from models.reviews.service import VIEW_COLUMNS, review_views_of
 from models.users.schema import User
 
-_reviews = table_of(Review)
 _entries = table_of(ReviewGroup)
+# Only the columns a review shows: every id read is parsed, and a page reads hundreds.
+_shown = [table_of(Review).c[name] for name in VIEW_COLUMNS]
 
 SelectT = TypeVar("SelectT", bound=Select[Any])
 
@@ -64,10 +66,11 @@ class Position:
         return position
 
 
-@dataclass(frozen=True)
-class ReviewPage:
+class ReviewPage(BaseModel):
     items: list[ReviewPublic]
-    next_cursor: str | None
+    next_cursor: str | None = Field(
+        description="Pass it as `cursor` for the next page; null on the last page."
+    )
 
 
 def list_reviews(
@@ -88,7 +91,7 @@ def list_reviews(
     wanted = limit + 1
     if viewer.is_admin:
         statement = _newest_first(
-            core_select(_reviews).where(
+            core_select(*_shown).where(
                 col(Review.organization_id) == viewer.organization_id,
                 *_status_is(status),
                 *_before(col(Review.created_at), col(Review.id), after),
@@ -99,7 +102,7 @@ def list_reviews(
     else:
         keys = _reviewer_keys(viewer, status, after, wanted).subquery()
         statement = _newest_first(
-            core_select(_reviews).join(keys, col(Review.id) == keys.c.id),
+            core_select(*_shown).join(keys, col(Review.id) == keys.c.id),
             col(Review.created_at),
             col(Review.id),
         ).limit(wanted)
@@ -120,9 +123,10 @@ def _reviewer_keys(
     holds the page, whichever walks its reviews come from.
     """
     own: Select[Any] = _newest_first(
+        # By owner alone (a user belongs to one organization): with the organization too, a
+        # planner may walk the organization's index and look at every review for the owner's.
         select(col(Review.id).label("id")).where(
             col(Review.owner_id) == viewer.id,
-            col(Review.organization_id) == viewer.organization_id,
             *_status_is(status),
             *_before(col(Review.created_at), col(Review.id), after),
         ),
@@ -173,9 +177,9 @@ def reviews_waiting_on(*, db: Session, reviewer: User, limit: int) -> list[uuid.
     """
     if not reviewer.groups:
         return []
-    own_pending = select(col(Review.id)).where(
-        col(Review.owner_id) == reviewer.id, col(Review.status) == ReviewStatus.PENDING
-    )
+    # Every review of their own, whatever its status (the walks keep only pending ones): by
+    # owner alone this reads the owner's index, never the organization's pending reviews.
+    own = select(col(Review.id)).where(col(Review.owner_id) == reviewer.id)
     walks: list[Select[Any]] = []
     for group in sorted(set(reviewer.groups)):
         walk: Select[Any] = (
@@ -187,7 +191,7 @@ def reviews_waiting_on(*, db: Session, reviewer: User, limit: int) -> list[uuid.
                 col(ReviewGroup.group) == group,
                 col(ReviewGroup.review_status) == ReviewStatus.PENDING,
                 col(ReviewGroup.status) == ReviewStatus.PENDING,
-                col(ReviewGroup.review_id).not_in(own_pending),
+                col(ReviewGroup.review_id).not_in(own),
             )
             .order_by(col(ReviewGroup.review_created_at), col(ReviewGroup.review_id))
             .limit(limit)

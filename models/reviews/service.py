@@ -123,7 +123,19 @@ _LOCK_STATEMENT = (
 # started, which would lose the decision committed meanwhile.
 _ENTRIES_STATEMENT = (
     core_select(
-        _entry_table,
+        # Only what is shown: every id read is parsed, and lists read a few hundred.
+        *(
+            _entry_table.c[name]
+            for name in (
+                "id",
+                "review_id",
+                "group",
+                "status",
+                "reviewed_by_id",
+                "review_date",
+                "forced_review",
+            )
+        ),
         *(
             _user_table.c[name].label(f"reviewer_{name}")
             for name in ("id", "name", "email", "chat_id")
@@ -373,9 +385,7 @@ def get_review(*, db: Session, review_ref: str, viewer: User) -> ReviewPublic:
 
 def review_views(db: Session, reviews: Sequence[Review]) -> list[ReviewPublic]:
     """Render reviews with their entries and reviewers, in one query whatever their number."""
-    return review_views_of(
-        db, [{name: getattr(r, name) for name in _VIEW_COLUMNS} for r in reviews]
-    )
+    return review_views_of(db, [{name: getattr(r, name) for name in VIEW_COLUMNS} for r in reviews])
 
 
 def review_views_of(db: Session, reviews: Sequence[Mapping[str, Any]]) -> list[ReviewPublic]:
@@ -388,7 +398,7 @@ def review_views_of(db: Session, reviews: Sequence[Mapping[str, Any]]) -> list[R
     return [_review_view(review, views[review["id"]]) for review in reviews]
 
 
-_VIEW_COLUMNS = (
+VIEW_COLUMNS = (  # what a review shows of its row
     "id",
     "session_id",
     "type",
