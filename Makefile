@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test check format bench postgres-binaries oidc-provider wrk clean
+.PHONY: run test check format bench bench-scale postgres-binaries oidc-provider wrk clean
 
 $(INSTALLED): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,10 @@ bench: $(INSTALLED) postgres-binaries wrk
 	$(BIN)/python -m bench.slack || status=$$?; \
 	$(BIN)/python -m bench.outbox || status=$$?; \
 	exit $$status
+
+# A million reviews on SQLite and on PostgreSQL: lists, reads and approvals at that size.
+bench-scale: $(INSTALLED) postgres-binaries
+	$(BIN)/python -m bench.scale
 
 # The tests start throwaway PostgreSQL clusters from the machine's own binaries.
 postgres-binaries:

@@ -223,19 +223,15 @@ def check_approved_through_api(
 def approved_review_ids(api: httpx.Client, admin: dict[str, str]) -> set[str]:
     """Every APPROVED review, page by page."""
     ids: set[str] = set()
-    offset = 0
+    params: dict[str, str | int] = {"status": "APPROVED", "limit": REVIEW_PAGE_SIZE}
     while True:
-        page = api.get(
-            "/reviews",
-            params={"status": "APPROVED", "limit": REVIEW_PAGE_SIZE, "offset": offset},
-            headers=admin,
-        )
+        page = api.get("/reviews", params=params, headers=admin)
         expect_status(page, 200)
-        items = page.json()["items"]
-        ids.update(item["id"] for item in items)
-        if len(items) < REVIEW_PAGE_SIZE:
+        body = page.json()
+        ids.update(item["id"] for item in body["items"])
+        if body["next_cursor"] is None:
             return ids
-        offset += REVIEW_PAGE_SIZE
+        params["cursor"] = body["next_cursor"]
 
 
 def add_latency_targets(acks: Latencies, updates: Latencies, outcome: Outcome) -> None:

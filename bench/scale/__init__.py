@@ -1,0 +1,1 @@
+"""The scale benchmark: `make bench-scale`."""

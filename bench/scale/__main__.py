@@ -1,0 +1,3 @@
+from bench.scale.run import main
+
+raise SystemExit(main())
