@@ -85,6 +85,9 @@ def record_event(
     return event
 
 
+_INSERT_EVENT = insert(table_of(OutboxEvent))
+
+
 def record_review_event(
     db: Session,
     *,
@@ -102,13 +105,14 @@ def record_review_event(
     """
     payload = {"review_id": str(review_id), "session_id": str(session_id), "status": status}
     db.execute(
-        insert(table_of(OutboxEvent)).values(
-            kind=kind,
-            review_id=review_id,
-            payload={**payload, **(details or {})},
-            created_at=now,
-            attempts=0,
-        )
+        _INSERT_EVENT,
+        {
+            "kind": kind,
+            "review_id": review_id,
+            "payload": {**payload, **(details or {})},
+            "created_at": now,
+            "attempts": 0,
+        },
     )
     db.info[_HAS_NEW_EVENTS] = True
 

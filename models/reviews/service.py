@@ -223,6 +223,28 @@ def _who(user: User | None) -> str:
     return user.name or user.email or user.sub
 
 
+# The decision's writes, built once: a statement built per call costs more than running it.
+_DECIDE_ENTRIES = (
+    update(_entry_table)
+    .where(
+        _entry_table.c.review_id == bindparam("of_review"),
+        _entry_table.c.group.in_(bindparam("groups", expanding=True)),
+    )
+    .values(
+        status=bindparam("new_status"),
+        reviewed_by_id=bindparam("actor_id"),
+        review_date=bindparam("now"),
+        forced_review=bindparam("forced"),
+    )
+)
+_MIRROR_STATUS = (
+    update(_entry_table)
+    .where(_entry_table.c.review_id == bindparam("of_review"))
+    .values(review_status=bindparam("new_status"))
+)
+_INSERT_DECISION = insert(table_of(ReviewDecisionRecord))
+
+
 def _apply(
     db: Session,
     locked: _Locked,
@@ -253,14 +275,15 @@ def _apply(
     for status in sorted(set(outcome.entries.values())):
         groups = [group for group, new in outcome.entries.items() if new is status]
         db.execute(
-            update(_entry_table)
-            .where(_entry_table.c.review_id == review["id"], _entry_table.c.group.in_(groups))
-            .values(
-                status=status,
-                reviewed_by_id=actor.id,
-                review_date=now,
-                forced_review=outcome.forced,
-            )
+            _DECIDE_ENTRIES,
+            {
+                "of_review": review["id"],
+                "groups": groups,
+                "new_status": status,
+                "actor_id": actor.id,
+                "now": now,
+                "forced": outcome.forced,
+            },
         )
     changes: dict[str, Any] = {}
     if request.time_window is not None and review["time_window"] is None:
@@ -280,11 +303,7 @@ def mirror_review_status(db: Session, review_id: uuid.UUID, status: ReviewStatus
 
     Every change of a review's status calls it, in the transaction of the change.
     """
-    db.execute(
-        update(_entry_table)
-        .where(_entry_table.c.review_id == review_id)
-        .values(review_status=status)
-    )
+    db.execute(_MIRROR_STATUS, {"of_review": review_id, "new_status": status})
 
 
 def _entering(
@@ -321,18 +340,19 @@ def _record(
     now: datetime,
 ) -> None:
     db.execute(
-        insert(table_of(ReviewDecisionRecord)).values(
-            id=new_id(),
-            review_id=review["id"],
-            actor_id=actor.id,
-            door=door,
-            decision=request.status,
-            forced=outcome.forced,
-            groups=sorted(outcome.entries),
-            status_before=before.status,
-            status_after=outcome.status,
-            created_at=now,
-        )
+        _INSERT_DECISION,
+        {
+            "id": new_id(),
+            "review_id": review["id"],
+            "actor_id": actor.id,
+            "door": door,
+            "decision": request.status,
+            "forced": outcome.forced,
+            "groups": sorted(outcome.entries),
+            "status_before": before.status,
+            "status_after": outcome.status,
+            "created_at": now,
+        },
     )
     record_review_event(
         db,
