@@ -46,9 +46,9 @@ def update_review(
     apply one after the other and none is lost.
 
     This is every reviewer's hot path, so it is written as a few prebuilt statements rather
-    than through the ORM's unit of work: one read of the review with its entries and their
-    reviewers (under the lock), one update per kind of change, the decision and its outbox
-    event inserted; the answer is rendered from what the transaction already holds.
+    than through the ORM's unit of work: the review read and locked, its entries read with
+    their reviewers, one update per kind of change, the decision and its outbox event
+    inserted; the answer is rendered from what the transaction already holds.
     """
     with write_transaction(db):
         locked = _lock_review(db, review_ref, actor)
@@ -80,6 +80,7 @@ def update_review(
 class _Entry:
     """A reviewer group's entry as the decision reads it, with the reviewer who decided it."""
 
+    id: uuid.UUID
     review_id: uuid.UUID
     group: str
     status: ReviewStatus
@@ -87,7 +88,6 @@ class _Entry:
     reviewed_by: ReviewOwnerPublic | None
     review_date: datetime | None
     forced_review: bool
-    id: uuid.UUID
 
     def view(self) -> ReviewGroupPublic:
         return ReviewGroupPublic(
@@ -176,10 +176,7 @@ def _read_entries(db: Session, review_ids: list[uuid.UUID]) -> list[_Entry]:
 
 def _lock_review(db: Session, review_ref: str, actor: User) -> _Locked:
     """The review, locked until the transaction ends, with its entries in group order."""
-    try:
-        ref = uuid.UUID(review_ref)
-    except ValueError as exc:
-        raise errors.NotFound(REVIEW_NOT_FOUND) from exc
+    ref = _review_id(review_ref)
     locked = db.execute(_LOCK_STATEMENT, {"ref": ref, "organization_id": actor.organization_id})
     row = locked.mappings().first()
     if row is None:
@@ -374,12 +371,17 @@ def _record(
 # -- reading ----------------------------------------------------------------------------------
 
 
-def _named_by(review_ref: str) -> ColumnElement[bool]:
-    """The review whose id, or whose session's id, is ``review_ref``; NotFound if not a uuid."""
+def _review_id(review_ref: str) -> uuid.UUID:
+    """``review_ref`` (a review's id or its session's) as a uuid; NotFound if it is none."""
     try:
-        ref = uuid.UUID(review_ref)
+        return uuid.UUID(review_ref)
     except ValueError as exc:
         raise errors.NotFound(REVIEW_NOT_FOUND) from exc
+
+
+def _named_by(review_ref: str) -> ColumnElement[bool]:
+    """The review whose id, or whose session's id, is ``review_ref``."""
+    ref = _review_id(review_ref)
     return or_(col(Review.id) == ref, col(Review.session_id) == ref)
 
 

@@ -120,6 +120,8 @@ def test_bolt_app_over_signed_http(slack, web):
         posted = web.chat_postMessage(channel="C1", text="review", blocks=review_card())
         slack.click(ADA, slack.message("C1", posted["ts"]), "open_form", via="http", http_url=url)
         slack.wait_for(lambda: slack.open_views(ADA), timeout=5)
+        # The server holds the view before views.open's answer reaches the app.
+        slack.wait_for(lambda: "opened" in dict(seen), timeout=5)
         (modal,) = slack.open_views(ADA)
         refused = slack.submit_view(ADA, modal, {}, via="http", http_url=url)
         assert refused.payload is not None

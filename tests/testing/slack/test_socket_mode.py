@@ -90,6 +90,8 @@ def test_bolt_app_over_socket_mode_handles_clicks_modals_commands_and_home(slack
     slack.wait_for(lambda: slack.open_views(ADA), timeout=5, message="the modal opens")
     (modal,) = slack.open_views(ADA)
     assert modal["callback_id"] == "request_form"
+    # The server holds the view before views.open's answer reaches the app.
+    slack.wait_for(lambda: "opened" in dict(bolt.seen), timeout=5, message="the app saw it open")
     opened = dict(bolt.seen)["opened"]
     assert opened["view"]["id"] == modal["id"]
 
