@@ -105,7 +105,6 @@ def group_name(number: int) -> str:
 class Filled:
     """What the benchmark needs to know of what was written."""
 
-    organization_id: uuid.UUID
     pending: list[tuple[uuid.UUID, list[str]]] = field(default_factory=list)
     """Every PENDING review with the groups still to decide it."""
 
@@ -128,7 +127,7 @@ def fill(engine: Engine, *, reviews: int = REVIEWS, seed: int = 7) -> Filled:
         writer.write("outbox_event", EVENT_COLUMNS, maker.backlog())
     with engine.connect() as connection:
         connection.execution_options(isolation_level="AUTOCOMMIT").execute(text("ANALYZE"))
-    return Filled(organization_id=organization_id, pending=maker.pending)
+    return Filled(pending=maker.pending)
 
 
 Chunk = tuple[list[Row], list[Row], list[Row]]
