@@ -187,13 +187,13 @@ def reviews_waiting_on(*, db: Session, reviewer: User, limit: int) -> list[uuid.
                 _entries.c.review_id.label("id"), _entries.c.review_created_at.label("created_at")
             )
             .where(
-                col(ReviewGroup.organization_id) == reviewer.organization_id,
-                col(ReviewGroup.group) == group,
-                col(ReviewGroup.review_status) == ReviewStatus.PENDING,
-                col(ReviewGroup.status) == ReviewStatus.PENDING,
-                col(ReviewGroup.review_id).not_in(own),
+                _entries.c.organization_id == reviewer.organization_id,
+                _entries.c.group == group,
+                _entries.c.review_status == ReviewStatus.PENDING,
+                _entries.c.status == ReviewStatus.PENDING,
+                _entries.c.review_id.not_in(own),
             )
-            .order_by(col(ReviewGroup.review_created_at), col(ReviewGroup.review_id))
+            .order_by(_entries.c.review_created_at, _entries.c.review_id)
             .limit(limit)
         )
         walks.append(walk)
