@@ -10,6 +10,7 @@ interaction's ``response_url`` first, then an ephemeral message in the channel, 
 modal, the modal itself says it.
 """
 
+import asyncio
 import functools
 import logging
 import uuid
@@ -176,9 +177,8 @@ async def submit_rejection(
     view = body["view"]
     review_id, _channel = modals.modal_context(view)  # handle_error reads the channel itself
     reason = modals.rejection_reason_from(view).strip() or None
-    await ack(response_action="update", view=_notice(view, WORKING))
     request = ReviewDecisionRequest(status=Decision.REJECTED, rejection_reason=reason)
-    await _decide_in_modal(context, client, body, review_id, request, done=REJECTED)
+    await _decide_in_modal(ack, context, client, body, review_id, request, done=REJECTED)
 
 
 async def submit_time_window(
@@ -197,12 +197,12 @@ async def submit_time_window(
             errors={WINDOW_START_BLOCK: problem, WINDOW_END_BLOCK: problem},
         )
         return
-    await ack(response_action="update", view=_notice(view, WORKING))
     request = ReviewDecisionRequest(status=Decision.APPROVED, time_window=window)
-    await _decide_in_modal(context, client, body, review_id, request, done=APPROVED_IN_WINDOW)
+    await _decide_in_modal(ack, context, client, body, review_id, request, done=APPROVED_IN_WINDOW)
 
 
 async def _decide_in_modal(
+    ack: AsyncAck,
     context: AsyncBoltContext,
     client: AsyncWebClient,
     body: dict[str, Any],
@@ -211,14 +211,36 @@ async def _decide_in_modal(
     *,
     done: str,
 ) -> None:
-    """Decide what the modal asked, then say in the same modal what came of it."""
-    view_id = str(body["view"]["id"])
-    try:
-        await _decide_review(context, client, body["user"]["id"], review_id, request)
-    except errors.DomainError as error:
-        await _tell_in_modal(client, view_id, error)
+    """Decide what the modal asked, then say in the same modal what came of it.
+
+    The answer goes in the acknowledgement itself when the decision is quick, as it nearly
+    always is. Acking at once with a "working" view and updating it afterwards raced: the
+    update could reach Slack before Slack applied the acknowledgement, which then put the
+    "working" view back over the answer. Only a decision slower than ``MODAL_ANSWER_SECONDS``
+    is acknowledged as working first, and its answer follows well after.
+    """
+    view = body["view"]
+
+    async def answer() -> dict[str, Any]:
+        try:
+            await _decide_review(context, client, body["user"]["id"], review_id, request)
+        except errors.DomainError as error:
+            return _refusal_notice(error)
+        return _notice(view, done)
+
+    deciding = asyncio.ensure_future(answer())
+    try:  # shielded: running out of time must not cancel the decision
+        notice = await asyncio.wait_for(asyncio.shield(deciding), MODAL_ANSWER_SECONDS)
+    except TimeoutError:
+        await ack(response_action="update", view=_notice(view, WORKING))
+        await client.views_update(view_id=str(view["id"]), view=await deciding)
         return
-    await client.views_update(view_id=view_id, view=_notice(body["view"], done))
+    await ack(response_action="update", view=notice)
+
+
+MODAL_ANSWER_SECONDS = 2.0
+"""How long a modal's decision may take to be answered in the acknowledgement itself; Slack
+waits 3 s for it."""
 
 
 def _notice(view: dict[str, Any], text: str) -> dict[str, Any]:
@@ -228,8 +250,11 @@ def _notice(view: dict[str, Any], text: str) -> dict[str, Any]:
 
 
 async def _tell_in_modal(client: AsyncWebClient, view_id: str, error: errors.DomainError) -> None:
-    notice = modals.notice_modal(title="Not done", text=refusal_text(error))
-    await client.views_update(view_id=view_id, view=notice)
+    await client.views_update(view_id=view_id, view=_refusal_notice(error))
+
+
+def _refusal_notice(error: errors.DomainError) -> dict[str, Any]:
+    return modals.notice_modal(title="Not done", text=refusal_text(error))
 
 
 def _first_problem(exc: Exception) -> str:
