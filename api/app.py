@@ -8,6 +8,7 @@ from fastapi import FastAPI
 from api.errors import ERROR_RESPONSES, document_errors_as_sent, install_error_handlers
 from api.housekeeping import housekeeping
 from api.request_limits import RequestLimits
+from api.scheduling import scheduler
 from api.routes import (
     chat,
     connections,
@@ -28,6 +29,7 @@ from models.core.settings import Settings, get_settings, resolve_secret_key
 from models.core.signals import SignalListener
 from models.core.throttle import Throttle
 from models.plugins.schema import PluginName
+from models.reviews.timing import ReviewTiming
 from models.plugins.service import plugin_topic
 from models.sidecars.license import license_signer
 from models.sign_in.oidc import OidcClient
@@ -67,7 +69,10 @@ def create_app(
         if signals is not None:
             signals.start()
         try:
-            async with housekeeping(engine, settings.outbox_retention):
+            async with (
+                housekeeping(engine, settings.outbox_retention),
+                scheduler(engine, ReviewTiming.of(settings), settings.scheduler_interval_seconds),
+            ):
                 yield
         finally:
             if signals is not None:

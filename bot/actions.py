@@ -17,6 +17,8 @@ class ActionId(StrEnum):
     APPROVE_WINDOW = "review.approve_window"
     REVOKE = "review.revoke"
     FORCE_APPROVE = "review.force_approve"
+    # App Home: take reminders as one direct message per interval, or under each card.
+    REMINDERS_BY_DM = "preferences.reminders_by_dm"
 
 
 class ViewId(StrEnum):

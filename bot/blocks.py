@@ -14,7 +14,6 @@ their formatting characters cannot pair up, so a display name such as ``"Ada\n*T
 cannot forge a line of the card. Reasons keep their lines, each shown quoted.
 """
 
-import json
 import re
 import unicodedata
 from collections.abc import Mapping, Sequence
@@ -201,7 +200,10 @@ def _cut_note(cut: int) -> str:
 
 
 def _api_context(facts: ReviewCardFacts) -> dict[str, Any]:
-    link = f"<{escape_mrkdwn(facts.api_url)}|Open in the API>"
+    if facts.page_url:
+        link = f"<{escape_mrkdwn(facts.page_url)}|Open the review page>"
+    else:
+        link = f"<{escape_mrkdwn(facts.api_url)}|Open in the API>"
     return ContextBlock(elements=[mrkdwn(f"{link} · review `{facts.review_id}`")]).to_dict()
 
 
@@ -220,10 +222,16 @@ def mrkdwn(text: str) -> MarkdownTextObject:
 def review_card(facts: ReviewCardFacts) -> list[dict[str, Any]]:
     """The card posted to reviewer channels, rewritten from the current facts on every change."""
     emoji, word = STATUS_EMOJI[facts.status], STATUS_WORD[facts.status]
+    if facts.access_ended:
+        emoji, word = ":hourglass:", "access ended"
     title = PlainTextObject(text=f"{emoji} Access review: {word}", emoji=True)
     blocks: list[dict[str, Any]] = [
         HeaderBlock(text=title).to_dict(),
         SectionBlock(fields=_card_fields(facts)).to_dict(),
+    ]
+    if facts.reason:
+        blocks.append(_section(_request_reason_text(facts.reason)))
+    blocks += [
         _section(_script_text(facts.script, heading="*Script*", limit=SECTION_TEXT_LIMIT)),
         _section(_groups_text(facts)),
     ]
@@ -249,17 +257,39 @@ def _card_fields(facts: ReviewCardFacts) -> list[MarkdownTextObject]:
     requester = f"{_label(facts.requester_name)} ({_label(facts.requester_email)})"
     if facts.requester_chat_id and _SLACK_ID.fullmatch(facts.requester_chat_id):
         requester += f" <@{facts.requester_chat_id}>"
+    connection = _label(facts.connection_name)
+    if facts.sidecar_name:
+        # Where the statement was intercepted: which sidecar, on which of its listeners.
+        connection += f"\nvia sidecar {_label(facts.sidecar_name)}"
+        if facts.listener_name:
+            connection += f", listener {_label(facts.listener_name)}"
     fields = [
         f"*Requester*\n{requester}",
-        f"*Connection*\n{_label(facts.connection_name)}",
+        f"*Connection*\n{connection}",
         f"*Type*\n{_review_type(facts)}",
         f"*Requested*\n{_slack_date(facts.created_at)}",
     ]
     if facts.time_window is not None:
         fields.append(f"*Time window*\n{_time_window(facts.time_window)}")
+    if facts.status is ReviewStatus.PENDING and facts.expires_at is not None:
+        fields.append(f"*Expires*\n{_slack_date(facts.expires_at)} unless decided")
     if facts.status is ReviewStatus.APPROVED and facts.revoke_at is not None:
-        fields.append(f"*Access until*\n{_slack_date(facts.revoke_at)}")
+        heading = "Access ended at" if facts.access_ended else "Access until"
+        fields.append(f"*{heading}*\n{_slack_date(facts.revoke_at)}")
     return [mrkdwn(field) for field in fields]
+
+
+def _request_reason_text(reason: str) -> str:
+    """The requester's reason, every line quoted, under its heading."""
+    heading = "*Why*"
+    lines, used = [heading], len(heading)
+    for line in reason.splitlines() or [""]:
+        quoted = "\n> " + _label(line, max(SECTION_TEXT_LIMIT - used - 3, 1))
+        if used + len(quoted) > SECTION_TEXT_LIMIT:
+            break
+        lines.append(quoted)
+        used += len(quoted)
+    return "".join(lines)
 
 
 def _groups_text(facts: ReviewCardFacts) -> str:
@@ -304,6 +334,8 @@ def _outcome_text(facts: ReviewCardFacts) -> str | None:
     text = f"{STATUS_EMOJI[facts.status]} *{STATUS_WORD[facts.status].capitalize()}*"
     if facts.ended_by_name:
         text += f" by {_label(facts.ended_by_name)}"
+    elif facts.rejection_reason and facts.rejection_reason.startswith("expired"):
+        text += " by accessgate"
     if facts.ended_at is not None:
         text += f" {_slack_date(facts.ended_at)}"
     if facts.status is ReviewStatus.REJECTED:
@@ -340,7 +372,7 @@ def _card_buttons(facts: ReviewCardFacts) -> list[ButtonElement]:
         if facts.force_approval_groups:
             buttons.append(_force_approve_button(value))
         return buttons
-    if facts.status is ReviewStatus.APPROVED:
+    if facts.status is ReviewStatus.APPROVED and not facts.access_ended:
         return [_revoke_button(value)]
     return []
 
@@ -425,6 +457,38 @@ def _approval_terms(facts: ReviewCardFacts) -> list[str]:
     return terms
 
 
+def access_ended_dm(facts: ReviewCardFacts) -> tuple[str, list[dict[str, Any]]]:
+    """The DM telling a requester their just-in-time access has ended."""
+    headline = f"Your access for {_label(facts.connection_name)} has ended."
+    message = f":hourglass: {headline}"
+    if facts.revoke_at is not None:
+        message += f" It lasted until {_slack_date(facts.revoke_at)}."
+    message += " Open a new session to ask again."
+    return headline, [_section(message), _api_context(facts)]
+
+
+# --- reminders --------------------------------------------------------------------------------
+
+
+def reminder_text(facts: ReviewCardFacts, groups: Sequence[str], mentions: Sequence[str]) -> str:
+    """The reply under a card: which groups still have to decide, and who is in them."""
+    people = " ".join(f"<@{chat_id}>" for chat_id in mentions if _SLACK_ID.fullmatch(chat_id))
+    names = ", ".join(f"*{_label(group)}*" for group in groups) or "its reviewers"
+    text = f":bell: Still waiting on {names}"
+    if people:
+        text += f": {people}"
+    text += f". {_label(facts.requester_name)} asked {_slack_date(facts.created_at)}"
+    if facts.expires_at is not None:
+        text += f"; it expires {_slack_date(facts.expires_at)}"
+    return text[:SECTION_TEXT_LIMIT] + "."
+
+
+def digest_dm(facts_list: Sequence[ReviewCardFacts]) -> tuple[str, list[dict[str, Any]]]:
+    """A reviewer's one direct message about every review still waiting on them."""
+    headline = f"{_plural(len(facts_list), 'review')} still waiting on you"
+    return headline, [_section(f":bell: *{headline}*"), *pending_blocks(facts_list)[1:]]
+
+
 # --- the pending list and the App Home ------------------------------------------------------
 
 
@@ -453,7 +517,7 @@ def _pending_line(facts: ReviewCardFacts) -> str:
     return (
         f"*{_label(facts.requester_name)}* on *{_label(facts.connection_name)}* · "
         f"{_review_type(facts)} · requested {_slack_date(facts.created_at)} · "
-        f"<{escape_mrkdwn(facts.api_url)}|details>"
+        f"<{escape_mrkdwn(facts.page_url or facts.api_url)}|details>"
     )
 
 
@@ -462,11 +526,14 @@ def _reviews_list_url(facts: ReviewCardFacts) -> str:
     return escape_mrkdwn(facts.api_url.removesuffix(f"/{facts.review_id}"))
 
 
-def home_view(facts_list: Sequence[ReviewCardFacts], *, linked: bool) -> dict[str, Any]:
-    """The App Home: the reviews waiting on the user, or how to link their account."""
+def home_view(
+    facts_list: Sequence[ReviewCardFacts], *, linked: bool, reminders_by_dm: bool = False
+) -> dict[str, Any]:
+    """The App Home: the reviews waiting on the user and their reminder preference, or how to
+    link their account."""
     header = HeaderBlock(text="Access reviews").to_dict()
     if linked:
-        body = pending_blocks(facts_list)
+        body = [*pending_blocks(facts_list), _reminder_preference(reminders_by_dm)]
     else:
         body = [
             _section(
@@ -475,6 +542,24 @@ def home_view(facts_list: Sequence[ReviewCardFacts], *, linked: bool) -> dict[st
             )
         ]
     return View(type="home", blocks=[header, *body]).to_dict()
+
+
+def _reminder_preference(by_dm: bool) -> dict[str, Any]:
+    if by_dm:
+        text = "*Reminders:* one direct message listing what waits on you, once an interval."
+        button = ButtonElement(
+            text="Mention me under each card instead",
+            action_id=ActionId.REMINDERS_BY_DM.value,
+            value="off",
+        )
+    else:
+        text = "*Reminders:* a mention under each card still waiting on your group."
+        button = ButtonElement(
+            text="Send me one digest DM instead",
+            action_id=ActionId.REMINDERS_BY_DM.value,
+            value="on",
+        )
+    return SectionBlock(text=mrkdwn(text), accessory=button).to_dict()
 
 
 def unknown_subcommand_text(subcommand: str) -> str:
@@ -492,18 +577,11 @@ def help_text() -> str:
     )
 
 
-def link_instructions(code: str, api_url: str, expires_minutes: int) -> str:
-    """How to link a Slack account with a one-time code, via the API or the CLI."""
-    endpoint = escape_mrkdwn(f"{api_url.rstrip('/')}/users/me/chat-link")
-    body = escape_mrkdwn(json.dumps({"code": code}, separators=(",", ":")))
-    # The API only reads a JSON body when the request says it is JSON.
-    command = (
-        f'curl -X POST {endpoint} -H "Authorization: Bearer $TOKEN" '
-        f"-H \"Content-Type: application/json\" -d '{body}'"
-    )
+def link_instructions(code: str, link_url: str, expires_minutes: int) -> str:
+    """How to link a Slack account with a one-time code: the page, or the command line."""
     return (
-        f"To link your Slack account to accessgate, run this within "
-        f"{_plural(expires_minutes, 'minute')}:\n"
-        f"```\n{command}\n```\n"
-        f"or `accessgate chat link {escape_mrkdwn(code)}`. The code works once."
+        f"<{escape_mrkdwn(link_url)}|Link your Slack account to accessgate> within "
+        f"{_plural(expires_minutes, 'minute')}: sign in and confirm.\n"
+        f"From a terminal signed in with `accessgate login`: "
+        f"`accessgate chat link {escape_mrkdwn(code)}`. The link and the code work once."
     )

@@ -60,10 +60,13 @@ class ReviewerViews:
     linked: bool
     waiting: list[ReviewCardFacts]
     pending_list_url: str | None  # where their pending list can be replaced, if anywhere
+    reminders_by_dm: bool = False
 
     @property
     def home(self) -> dict[str, Any]:
-        return blocks.home_view(self.waiting, linked=self.linked)
+        return blocks.home_view(
+            self.waiting, linked=self.linked, reminders_by_dm=self.reminders_by_dm
+        )
 
 
 def read_views(
@@ -75,7 +78,10 @@ def read_views(
         return ReviewerViews(linked=False, waiting=[], pending_list_url=None)
     url = take_pending_list_url(db=db, chat_id=chat_id, now=utc_now()) if pending_list else None
     return ReviewerViews(
-        linked=True, waiting=waiting_on(db, user, api_base_url), pending_list_url=url
+        linked=True,
+        waiting=waiting_on(db, user, api_base_url),
+        pending_list_url=url,
+        reminders_by_dm=user.reminders_by_dm,
     )
 
 

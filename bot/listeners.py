@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
 import aiohttp
 import pydantic
@@ -31,7 +32,7 @@ from bot.actions import WINDOW_END_BLOCK, WINDOW_START_BLOCK, ActionId, ViewId
 from bot.database import Database
 from bot.fresh_views import pending_summary, read_views, waiting_on
 from bot.refusals import refusal_text
-from models.chat.cards import ReviewCardFacts
+from models.chat.cards import ReviewCardFacts, site_url
 from models.chat.links import (
     LINK_CODE_LIFETIME,
     link_by_verified_email,
@@ -45,6 +46,7 @@ from models.reviews.machine import Decision
 from models.reviews.schema import Door, ReviewDecisionRequest, TimeWindow
 from models.reviews.service import update_review
 from models.users.schema import User
+from models.users.service import set_reminder_preference
 
 logger = logging.getLogger("accessgate.bot")
 
@@ -81,6 +83,7 @@ def register_listeners(app: AsyncApp, bot_context: BotContext) -> None:
     app.view(ViewId.TIME_WINDOW)(replies_with_refusals(submit_time_window))
     app.command("/accessgate")(replies_with_refusals(accessgate_command))
     app.event("app_home_opened")(replies_with_refusals(publish_home))
+    app.action(ActionId.REMINDERS_BY_DM)(replies_with_refusals(set_reminders_by_dm))
     app.error(handle_error)
 
 
@@ -291,8 +294,9 @@ async def accessgate_command(
             lambda db: start_chat_link(db=db, chat_id=chat_id, now=utc_now())
         )
         minutes = int(LINK_CODE_LIFETIME.total_seconds() // 60)
+        link_url = f"{site_url(bot.api_base_url)}/chat/link?{urlencode({'code': code})}"
         await respond(
-            text=blocks.link_instructions(code, bot.api_base_url, minutes),
+            text=blocks.link_instructions(code, link_url, minutes),
             response_type="ephemeral",
         )
         return
@@ -321,6 +325,20 @@ async def publish_home(
     bot: BotContext = context["bot"]
     chat_id = event["user"]
 
+    views = await bot.database.run(lambda db: read_views(db, chat_id, bot.api_base_url))
+    await client.views_publish(user_id=chat_id, view=views.home)
+
+
+async def set_reminders_by_dm(
+    ack: AsyncAck, body: dict[str, Any], context: AsyncBoltContext, client: AsyncWebClient
+) -> None:
+    """The App Home's reminder preference: a digest DM, or mentions under the cards."""
+    await ack()
+    bot: BotContext = context["bot"]
+    chat_id = body["user"]["id"]
+    user = await _acting_user(context, client, chat_id)
+    wanted = (body.get("actions") or [{}])[0].get("value") == "on"
+    await bot.database.run(lambda db: set_reminder_preference(db=db, user=user, by_dm=wanted))
     views = await bot.database.run(lambda db: read_views(db, chat_id, bot.api_base_url))
     await client.views_publish(user_id=chat_id, view=views.home)
 

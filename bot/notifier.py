@@ -44,12 +44,24 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 from sqlmodel import Session
 
-from bot.blocks import decision_dm, review_card, review_card_text
+from bot.blocks import (
+    access_ended_dm,
+    decision_dm,
+    digest_dm,
+    reminder_text,
+    review_card,
+    review_card_text,
+)
 from bot.database import Database
-from bot.fresh_views import ViewRefresher
+from bot.fresh_views import ViewRefresher, waiting_on
 from bot.pacing import NotYourTurn, SlackPace
 from bot.slack_api import is_token_refusal
-from models.chat.cards import ReviewCardFacts, linked_reviewers, review_card_facts
+from models.chat.cards import (
+    ReviewCardFacts,
+    linked_reviewers,
+    mentioned_reviewers,
+    review_card_facts,
+)
 from models.chat.channel_health import record_failure
 from models.chat.messages import (
     CARD_KINDS,
@@ -65,10 +77,13 @@ from models.chat.messages import (
     posted_messages,
     release_claim,
     remember_message,
+    reminder_key,
 )
 from models.chat.pace import wait_time
 from models.core.clock import utc_now
 from models.delivery.leases import (
+    ACCESS_ENDED,
+    DECISION,
     LeasedEvent,
     lease_deliverable_events,
     mark_delivered,
@@ -79,6 +94,7 @@ from models.delivery.leases import (
 )
 from models.delivery.outbox import EventKind
 from models.reviews.machine import ReviewStatus
+from models.users.schema import User
 
 logger = logging.getLogger("accessgate.bot.notifier")
 
@@ -155,6 +171,7 @@ class Outcome:
 
     note: str | None  # what could not be delivered and will not be retried
     direct_message: tuple[uuid.UUID, str] | None = None  # (review, status) to tell the requester
+    about: str = DECISION  # what that direct message tells
 
 
 class LeaseLost(Exception):
@@ -290,6 +307,7 @@ class Notifier:
                     now=utc_now(),
                     note=outcome.note,
                     direct_message=outcome.direct_message,
+                    about=outcome.about,
                 )
             )
         except asyncio.CancelledError:
@@ -336,6 +354,8 @@ class Notifier:
             if event.attempts:
                 return Outcome(f"not delivered: still failing after {event.attempts} attempts")
             return Outcome("not delivered: older than a day when the bot reached it")
+        if event.kind == EventKind.REMINDER_DIGEST:
+            return Outcome(await self._digest(event))
         state = await self._database.run(lambda db: self._read_state(db, event))
         if state is None:
             return Outcome("not delivered: the review no longer exists")
@@ -346,8 +366,15 @@ class Notifier:
             note = await self._post_cards(event, state)
             self._views.request(state.reviewers)
             return Outcome(note)
+        if event.kind == EventKind.REVIEW_REMINDER:
+            return Outcome(await self._remind(event, state))
         note = await self._rewrite_cards(state)
         self._views.request(state.reviewers)
+        if event.kind == EventKind.REVIEW_ACCESS_ENDED:
+            if not state.facts.requester_chat_id:
+                return Outcome(note or "no direct message: the requester has not linked Slack")
+            told = (event.review_id, entered.value)
+            return Outcome(note, direct_message=told, about=ACCESS_ENDED)
         if entered not in FINAL_DECISIONS or event.payload.get("status_before") == entered:
             return Outcome(note)
         if not state.facts.requester_chat_id:
@@ -371,10 +398,15 @@ class Notifier:
             keys = [card_key(event.review_id, channel) for channel in channels]
         elif event.kind == EventKind.DIRECT_MESSAGE:
             keys = [direct_message_key(event.id)]
+        elif event.kind == EventKind.REVIEW_REMINDER:
+            cards = posted_messages(db=db, review_id=event.review_id, kind=ChatMessageKind.CARD)
+            keys = [reminder_key(event.id, card.channel) for card in cards]
         else:
             cards = posted_messages(db=db, review_id=event.review_id, kind=ChatMessageKind.CARD)
             updates_wait = wait_time(db=db, key=UPDATE_PACE, now=time.time())
-        if event.kind != EventKind.DIRECT_MESSAGE:
+        if event.kind == EventKind.REVIEW_REMINDER:
+            reviewers = mentioned_reviewers(db=db, facts=facts)
+        elif event.kind != EventKind.DIRECT_MESSAGE:
             reviewers = linked_reviewers(db=db, facts=facts)
         return DeliveryState(
             facts=facts,
@@ -439,8 +471,11 @@ class Notifier:
         key = direct_message_key(event.id)
         if not chat_id or key in state.delivered:
             return None
-        # The message tells of the decision this event records, even if a later one followed.
-        text, blocks = decision_dm(dataclasses.replace(facts, status=entered))
+        if event.payload.get("about") == ACCESS_ENDED:
+            text, blocks = access_ended_dm(facts)
+        else:
+            # It tells of the decision this event records, even if a later one followed.
+            text, blocks = decision_dm(dataclasses.replace(facts, status=entered))
         pace = f"dm:{chat_id}"
         try:
             channel = await self._dm_channel(chat_id)
@@ -457,6 +492,81 @@ class Notifier:
             return await self._permanent_or_raise(exc, "direct message", pace=pace)
         if posted is not None:
             await self._remember(key, facts.review_id, ChatMessageKind.DIRECT, posted)
+        return None
+
+    async def _remind(self, event: LeasedEvent, state: DeliveryState) -> str | None:
+        """A reply in the thread of each of the review's cards, mentioning who has to decide.
+
+        Reviewers who take reminders by direct message are left out: their digest tells them.
+        A review decided since the reminder fell due needs none.
+        """
+        facts = state.facts
+        if facts.status is not ReviewStatus.PENDING:
+            return None
+        groups = [line.group for line in facts.groups if line.status is ReviewStatus.PENDING]
+        text = reminder_text(facts, groups, state.reviewers)
+        notes = []
+        for card in state.cards:
+            key = reminder_key(event.id, card.channel)
+            if key in state.delivered:
+                continue
+            post = functools.partial(
+                self._poster.chat_postMessage,
+                channel=card.channel,
+                thread_ts=card.ts,
+                text=text,
+                unfurl_links=False,
+            )
+            try:
+                posted = await self._post_once(
+                    event, key, pace=card.channel, horizon=self._card_horizon, post=post
+                )
+            except SlackApiError as exc:
+                notes.append(
+                    await self._permanent_or_raise(
+                        exc, f"reminder in {card.channel}", pace=card.channel
+                    )
+                )
+                continue
+            if posted is not None:
+                await self._remember(key, facts.review_id, ChatMessageKind.REMINDER, posted)
+        return "; ".join(notes) or None
+
+    async def _digest(self, event: LeasedEvent) -> str | None:
+        """One direct message to a reviewer listing every review still waiting on them."""
+        user_id = uuid.UUID(str(event.payload["user_id"]))
+        key = direct_message_key(event.id)
+
+        def read(db: Session) -> tuple[str | None, list[ReviewCardFacts], bool]:
+            user = db.get(User, user_id)
+            if user is None or not user.chat_id or not user.reminders_by_dm:
+                return None, [], False
+            waiting = waiting_on(db, user, self._api_base_url)
+            return user.chat_id, waiting, bool(delivered_keys(db=db, keys=[key]))
+
+        chat_id, waiting, delivered = await self._database.run(read)
+        if chat_id is None or delivered:
+            return None
+        if not waiting:
+            return "no digest: nothing waits on the reviewer any more"
+        text, blocks = digest_dm(waiting)
+        pace = f"dm:{chat_id}"
+        try:
+            channel = await self._dm_channel(chat_id)
+            posted = await self._post_once(
+                event,
+                key,
+                pace=pace,
+                horizon=self._dm_horizon,
+                post=lambda: self._poster.chat_postMessage(
+                    channel=channel, text=text, blocks=blocks, unfurl_links=False
+                ),
+            )
+        except SlackApiError as exc:
+            return await self._permanent_or_raise(exc, "reminder digest", pace=pace)
+        if posted is not None:
+            # Stored under the first review it lists: a message is kept with a review.
+            await self._remember(key, waiting[0].review_id, ChatMessageKind.DIRECT, posted)
         return None
 
     async def _post_once(

@@ -16,12 +16,14 @@ from models.reviews.schema import Review, ReviewDecisionRecord, ReviewGroup
 from models.rules.schema import AccessRequestRule
 from models.sessions.schema import GatewaySession
 from models.sidecars.schema import Sidecar
+from models.sign_in.browser_sessions import BrowserSession
 from models.users.schema import Organization, User
 
 metadata = SQLModel.metadata
 
 __all__ = [
     "AccessRequestRule",
+    "BrowserSession",
     "ChatChannelHealth",
     "ChatDeliveryClaim",
     "ChatLinkCode",

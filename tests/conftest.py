@@ -9,6 +9,8 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
+from datetime import timedelta
+
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine
@@ -72,8 +74,14 @@ def engine(database_url: str) -> Iterator[Engine]:
 
 @pytest.fixture
 def settings(database_url: str, tmp_path: Path) -> Settings:
+    # Reviews do not expire and nobody is reminded unless a test is about that: most tests
+    # move the clock by days between filing and deciding.
     return Settings(
-        data_dir=tmp_path / "data", database_url=database_url, secret_key=TEST_SECRET_KEY
+        data_dir=tmp_path / "data",
+        database_url=database_url,
+        secret_key=TEST_SECRET_KEY,
+        review_expires_after=timedelta(0),
+        review_remind_after=timedelta(0),
     )
 
 

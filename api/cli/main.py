@@ -161,6 +161,13 @@ def whoami(_args: argparse.Namespace) -> int:
     return sign_in.whoami()
 
 
+def chat_link(args: argparse.Namespace) -> int:
+    """Link a Slack account to the signed-in user with the code /accessgate link gave."""
+    from api.cli import sign_in
+
+    return sign_in.link_chat_account(args.code)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="accessgate", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -185,6 +192,13 @@ def build_parser() -> argparse.ArgumentParser:
     login_parser.set_defaults(handler=login)
     whoami_parser = commands.add_parser("whoami", help="show the signed-in user")
     whoami_parser.set_defaults(handler=whoami)
+    chat_parser = commands.add_parser("chat", help="your chat (Slack) account")
+    chat_commands = chat_parser.add_subparsers(dest="chat_command", required=True)
+    link_parser = chat_commands.add_parser(
+        "link", help="link your Slack account with the code /accessgate link gave (after login)"
+    )
+    link_parser.add_argument("code", help="the one-time code")
+    link_parser.set_defaults(handler=chat_link)
 
     license_parser = commands.add_parser("license", help="the organization's signed license")
     license_commands = license_parser.add_subparsers(dest="license_command", required=True)

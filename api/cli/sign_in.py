@@ -90,22 +90,39 @@ def _store(base: str, token: str) -> None:
 
 def whoami() -> int:
     """Print the signed-in user, as the service knows them."""
+    return _call_as_signed_in("whoami", "GET", "/users/me")
+
+
+def link_chat_account(code: str) -> int:
+    """Link the chat account that asked for ``code`` (/accessgate link) to the signed-in user."""
+    return _call_as_signed_in("chat link", "POST", "/users/me/chat-link", body={"code": code})
+
+
+def _call_as_signed_in(
+    command: str, method: str, path: str, *, body: dict[str, str] | None = None
+) -> int:
+    """Call the API with the stored sign-in and print its answer; 1 and why when it fails."""
     try:
         stored = json.loads(credentials_path().read_text())
     except (OSError, ValueError):
-        print("accessgate whoami: not signed in; run `accessgate login --api URL`", file=sys.stderr)
+        print(
+            f"accessgate {command}: not signed in; run `accessgate login --api URL`",
+            file=sys.stderr,
+        )
         return 1
     try:
-        answer = httpx.get(
-            f"{stored['api']}/users/me",
+        answer = httpx.request(
+            method,
+            f"{stored['api']}{path}",
             headers={"Authorization": f"Bearer {stored['token']}"},
+            json=body,
             timeout=30,
         )
     except httpx.HTTPError as exc:
-        print(f"accessgate whoami: cannot reach {stored['api']}: {exc}", file=sys.stderr)
+        print(f"accessgate {command}: cannot reach {stored['api']}: {exc}", file=sys.stderr)
         return 1
     if answer.status_code != 200:
-        print(f"accessgate whoami: {answer.json().get('message')}", file=sys.stderr)
+        print(f"accessgate {command}: {answer.json().get('message')}", file=sys.stderr)
         return 1
     print(json.dumps(answer.json(), indent=2))
     return 0

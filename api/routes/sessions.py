@@ -10,6 +10,7 @@ from api.deps import (
     answer_as_caller,
 )
 from models.core.clock import utc_now
+from models.reviews.timing import ReviewTiming
 from models.sessions import service as session_service
 from models.sessions.schema import SessionCreate, SessionPublic
 
@@ -25,7 +26,11 @@ async def open_session(
         request,
         subject,
         lambda db, caller: session_service.open_session(
-            db=db, owner=caller, request=session, now=utc_now()
+            db=db,
+            owner=caller,
+            request=session,
+            now=utc_now(),
+            timing=ReviewTiming.of(request.app.state.settings),
         ),
         status_code=201,
     )

@@ -20,6 +20,7 @@ from models.core import errors
 from models.core.clock import utc_now
 from models.core.db import db_scope
 from models.reviews.schema import ReviewPublic
+from models.reviews.timing import ReviewTiming
 from models.sidecars import service as sidecar_service
 from models.sidecars.license import LicenseSigner
 from models.sidecars.schema import (
@@ -90,14 +91,20 @@ def _handshake(request: Request, token: str, raw_body: bytes | None) -> Handshak
 
 
 @router.post("/reviews", status_code=201, responses=NOT_CONFIGURED)
-def file_review(sidecar: CurrentSidecar, request: SidecarReviewCreate, db: DbDep) -> ReviewPublic:
+def file_review(
+    sidecar: CurrentSidecar, request: SidecarReviewCreate, db: DbDep, http: Request
+) -> ReviewPublic:
     """File a review for a statement a user runs through one of the sidecar's listeners.
 
     Authenticated by the `gateway-sidecar-token` header. The review names the listener and
     the sidecar, and follows the same rules as any other.
     """
     return sidecar_service.file_sidecar_review(
-        db=db, sidecar=sidecar, request=request, now=utc_now()
+        db=db,
+        sidecar=sidecar,
+        request=request,
+        timing=ReviewTiming.of(http.app.state.settings),
+        now=utc_now(),
     )
 
 

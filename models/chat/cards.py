@@ -14,6 +14,7 @@ from models.reviews.machine import ReviewStatus
 from models.reviews.schema import Review, ReviewGroupPublic, ReviewType
 from models.reviews.service import review_views
 from models.sessions.schema import GatewaySession
+from models.sidecars.schema import Sidecar
 from models.users.schema import User, UserStatus
 
 
@@ -55,6 +56,12 @@ class ReviewCardFacts:
     ended_by_name: str | None
     ended_at: datetime | None
     api_url: str
+    page_url: str = ""  # the review page people open; empty in facts made without a site
+    reason: str | None = None
+    expires_at: datetime | None = None
+    sidecar_name: str | None = None  # where a sidecar-filed review came from
+    listener_name: str | None = None
+    access_ended: bool = False  # a JIT grant whose end has come and was told
 
 
 def review_card_facts(
@@ -73,6 +80,7 @@ def review_card_facts(
     # The entries as the API shows them, reviewers included: one way to read them.
     view = review_views(db, [review])[0]
     ended_by = db.get(User, review.ended_by_id) if review.ended_by_id else None
+    sidecar = db.get(Sidecar, review.sidecar_id) if review.sidecar_id else None
     window = view.time_window.configuration if view.time_window else None
     return ReviewCardFacts(
         review_id=review.id,
@@ -97,7 +105,18 @@ def review_card_facts(
         ended_by_name=None if ended_by is None else (ended_by.name or ended_by.email),
         ended_at=review.ended_at,
         api_url=f"{api_base_url.rstrip('/')}/reviews/{review.id}",
+        page_url=f"{site_url(api_base_url)}/reviews/{review.id}",
+        reason=review.reason,
+        expires_at=review.expires_at,
+        sidecar_name=None if sidecar is None else sidecar.name,
+        listener_name=review.listener_name,
+        access_ended=review.access_end_told,
     )
+
+
+def site_url(api_base_url: str) -> str:
+    """The site the API is served under (at ``/api``): where people's pages are."""
+    return api_base_url.rstrip("/").removesuffix("/api")
 
 
 def _group_line(entry: ReviewGroupPublic) -> GroupLine:
@@ -129,4 +148,22 @@ def linked_reviewers(*, db: Session, facts: ReviewCardFacts) -> list[str]:
     )
     return sorted(
         user.chat_id for user in candidates if user.chat_id and groups.intersection(user.groups)
+    )
+
+
+def mentioned_reviewers(*, db: Session, facts: ReviewCardFacts) -> list[str]:
+    """The chat ids a reminder mentions: linked reviewers of the groups still undecided, but
+    not those who take their reminders as a digest DM."""
+    undecided = {line.group for line in facts.groups if line.status is ReviewStatus.PENDING}
+    candidates = db.exec(
+        select(User).where(
+            User.organization_id == facts.organization_id,
+            col(User.chat_id).is_not(None),
+            User.status == UserStatus.ACTIVE,
+            User.id != facts.requester_id,
+            col(User.reminders_by_dm).is_(False),
+        )
+    )
+    return sorted(
+        user.chat_id for user in candidates if user.chat_id and undecided.intersection(user.groups)
     )

@@ -50,6 +50,7 @@ logger = logging.getLogger("accessgate.chat")
 class ChatMessageKind(StrEnum):
     CARD = "card"
     DIRECT = "direct"
+    REMINDER = "reminder"  # a reply in a card's thread
 
 
 class ChatMessage(SQLModel, table=True):
@@ -76,8 +77,18 @@ def direct_message_key(event_id: int) -> str:
     return f"direct:{event_id}"
 
 
-CARD_KINDS = (EventKind.REVIEW_CREATED, EventKind.REVIEW_UPDATED)
-DIRECT_MESSAGE_KINDS = (EventKind.DIRECT_MESSAGE,)
+def reminder_key(event_id: int, channel: str) -> str:
+    """One reminder per reminder event and card."""
+    return f"reminder:{event_id}:{channel}"
+
+
+CARD_KINDS = (
+    EventKind.REVIEW_CREATED,
+    EventKind.REVIEW_UPDATED,
+    EventKind.REVIEW_REMINDER,
+    EventKind.REVIEW_ACCESS_ENDED,
+)
+DIRECT_MESSAGE_KINDS = (EventKind.DIRECT_MESSAGE, EventKind.REMINDER_DIGEST)
 
 
 def posted_messages(

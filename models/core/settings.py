@@ -52,7 +52,8 @@ class Settings(BaseSettings):
     )
     public_url: str = Field(
         default="http://127.0.0.1:8009",
-        description="Where browsers reach this service; the OIDC callback is under it.",
+        description="Where browsers reach this service: the base of every link it writes "
+        "(review pages, account links, the OIDC callback).",
     )
     oidc_issuer_url: str = ""
     oidc_client_id: str = ""
@@ -115,6 +116,29 @@ class Settings(BaseSettings):
         ge=timedelta(0),
         description="How long delivered outbox events are kept before they are pruned "
         "(90s, 30m, 24h, 7d; 0 prunes them as soon as the next round runs).",
+    )
+
+    review_expires_after: Duration = Field(
+        default=timedelta(hours=24),
+        ge=timedelta(0),
+        description="A review still pending this long after it was filed is rejected as "
+        "expired (90s, 30m, 24h, 7d; 0 turns expiry off).",
+    )
+    review_remind_after: Duration = Field(
+        default=timedelta(minutes=30),
+        ge=timedelta(0),
+        description="A review still pending this long is reminded to its reviewers, and again "
+        "every interval (0 turns reminders off).",
+    )
+    review_reminders: int = Field(
+        default=3, ge=0, le=100, description="At most this many reminders per review."
+    )
+    scheduler_interval_seconds: float = Field(
+        default=5.0,
+        gt=0,
+        le=3600,
+        description="How often each replica looks for expiries, reminders and ended access "
+        "that are due.",
     )
 
     max_body_bytes: int = Field(

@@ -28,6 +28,9 @@ from models.core.db import write_transaction
 from models.delivery.outbox import EventKind, OutboxEvent, record_event
 
 MAX_ERROR_LENGTH = 1000
+# What a requester's direct message tells them.
+DECISION = "decision"
+ACCESS_ENDED = "access_ended"
 
 
 @dataclass(frozen=True)
@@ -180,11 +183,13 @@ def mark_delivered(
     now: datetime,
     note: str | None = None,
     direct_message: tuple[uuid.UUID, str] | None = None,
+    about: str = DECISION,
 ) -> None:
     """The event is done (``note`` says what could not be delivered and will not be retried).
 
     ``direct_message`` (review id, status entered) queues the requester's DM in the same
-    transaction, so it is neither lost nor queued twice.
+    transaction, so it is neither lost nor queued twice; ``about`` says what it tells (a
+    decision, or the end of the access granted).
     """
     with write_transaction(db):
         ended = _end_lease_now(
@@ -199,7 +204,7 @@ def mark_delivered(
                 db,
                 kind=EventKind.DIRECT_MESSAGE,
                 review_id=review_id,
-                payload={"review_id": str(review_id), "status": status},
+                payload={"review_id": str(review_id), "status": status, "about": about},
                 now=now,
             )
 

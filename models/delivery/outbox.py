@@ -24,6 +24,12 @@ from models.core.db import UTCDateTime, enum_column, table_of
 class EventKind(StrEnum):
     REVIEW_CREATED = "review.created"
     REVIEW_UPDATED = "review.updated"
+    # Written by the scheduler (models.scheduler.rules).
+    REVIEW_REMINDER = "review.reminder"
+    REVIEW_ACCESS_ENDED = "review.access_ended"
+    # A reviewer's digest of reminders; its review_id column holds the reviewer's user id, so
+    # one reviewer's digests are delivered in order.
+    REMINDER_DIGEST = "chat.reminder_digest"
     # Written by the chat notifier, in the transaction that marks a final decision delivered:
     # telling the requester goes at the pace of their DM channel, apart from the cards.
     DIRECT_MESSAGE = "chat.direct_message"

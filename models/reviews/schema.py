@@ -23,6 +23,7 @@ from models.reviews.machine import CLOCK_TIME, Decision, ReviewStatus, parse_clo
 from models.rules.schema import DEFAULT_ACCESS_DURATION_NS
 
 MAX_REJECTION_REASON = 1000
+MAX_REQUEST_REASON = 1000
 
 
 class ReviewType(StrEnum):
@@ -35,6 +36,8 @@ class Door(StrEnum):
 
     API = "api"
     SLACK = "slack"
+    PAGE = "page"  # the review page in a browser
+    SYSTEM = "system"  # the service itself: a review that expired
 
 
 class Review(SQLModel, table=True):
@@ -44,6 +47,10 @@ class Review(SQLModel, table=True):
         Index("ix_review_listing", "organization_id", "created_at", "id"),
         Index("ix_review_listing_by_status", "organization_id", "status", "created_at", "id"),
         Index("ix_review_listing_by_owner", "owner_id", "created_at", "id"),
+        # What the scheduler looks for: each rule reads only the rows that are due.
+        Index("ix_review_due_expiry", "status", "expires_at"),
+        Index("ix_review_due_reminder", "status", "next_reminder_at"),
+        Index("ix_review_due_access_end", "status", "access_end_told", "revoke_at"),
     )
 
     id: uuid.UUID = Field(default_factory=new_id, primary_key=True)
@@ -70,6 +77,13 @@ class Review(SQLModel, table=True):
     ended_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     listener_name: str | None = Field(default=None, max_length=128)
     sidecar_id: uuid.UUID | None = None
+    reason: str | None = Field(default=None, sa_type=Text)
+    # Time: a PENDING review is rejected at expires_at; its reviewers are reminded at
+    # next_reminder_at (reminders_sent so far); a JIT grant's end (revoke_at) is told once.
+    expires_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    next_reminder_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    reminders_sent: int = 0
+    access_end_told: bool = False
 
 
 class ReviewGroup(SQLModel, table=True):
@@ -122,7 +136,7 @@ class ReviewDecisionRecord(SQLModel, table=True):
 
     id: uuid.UUID = Field(default_factory=new_id, primary_key=True)
     review_id: uuid.UUID = Field(foreign_key="review.id", index=True, ondelete="CASCADE")
-    actor_id: uuid.UUID = Field(foreign_key="user.id")
+    actor_id: uuid.UUID | None = Field(default=None, foreign_key="user.id")  # None: the system
     door: Door = Field(sa_type=enum_column(Door))
     decision: Decision = Field(sa_type=enum_column(Decision))
     forced: bool = False
@@ -220,6 +234,14 @@ class ReviewPublic(BaseModel):
     rejection_reason: str | None
     created_at: datetime
     revoke_at: datetime | None
+    reason: str | None = pydantic.Field(
+        default=None, description="Why the requester asks for access, in their words."
+    )
+    expires_at: datetime | None = pydantic.Field(
+        default=None,
+        description="When the review is rejected if still pending; null when reviews do not "
+        "expire.",
+    )
     listener_name: str | None = pydantic.Field(
         default=None, description="Absent when the review came from a connection."
     )

@@ -26,6 +26,7 @@ from models.reviews.schema import (
     ReviewType,
     TimeWindow,
 )
+from models.reviews.timing import in_words
 from models.users.schema import User
 
 REVIEW_NOT_FOUND = "review not found"
@@ -52,28 +53,52 @@ def update_review(
     """
     with write_transaction(db):
         locked = _lock_review(db, review_ref, actor)
-        review, entries = locked.review, locked.entries
-        before = ReviewState(
-            status=review["status"],
-            owner_id=review["owner_id"],
-            entries={entry.group: entry.status for entry in entries},
-            force_approval_groups=frozenset(review["force_approval_groups"]),
-            min_approvals=review["min_approvals"],
-            approved_by=frozenset(
-                entry.reviewed_by_id
-                for entry in entries
-                if entry.status is ReviewStatus.APPROVED and entry.reviewed_by_id is not None
-            ),
-            distinct_approvers=review["distinct_approvers"],
-            no_self_force_approval=review["no_self_force_approval"],
+        review = locked.review
+        expired = is_past_deadline(review, now)
+        if expired:  # the scheduler has not got to it yet: it expires now, not decided late
+            expire_review(db, review, now=now)
+        else:
+            entries = _decide(db, locked, actor=actor, request=request, now=now, door=door)
+    if expired:
+        raise errors.ReviewClosed(
+            "this review is REJECTED and accepts no further decisions: it expired at "
+            f"{review['expires_at'].isoformat()}"
         )
-        reviewer = Reviewer(id=actor.id, groups=frozenset(actor.groups), is_admin=actor.is_admin)
-        outcome = decide(before, reviewer, request.status, force=request.force_review)
-        window_changes = _window_change(db, review, request)
-        if outcome.changes(before) or window_changes:
-            entries = _apply(db, locked, outcome, actor=actor, request=request, now=now)
-            _record(db, review, before, outcome, actor=actor, request=request, door=door, now=now)
     return _review_view(review, [entry.view() for entry in entries])
+
+
+def _decide(
+    db: Session,
+    locked: "_Locked",
+    *,
+    actor: User,
+    request: ReviewDecisionRequest,
+    now: datetime,
+    door: Door,
+) -> list["_Entry"]:
+    """Apply the decision to the locked review; return its entries as they now are."""
+    review, entries = locked.review, locked.entries
+    before = ReviewState(
+        status=review["status"],
+        owner_id=review["owner_id"],
+        entries={entry.group: entry.status for entry in entries},
+        force_approval_groups=frozenset(review["force_approval_groups"]),
+        min_approvals=review["min_approvals"],
+        approved_by=frozenset(
+            entry.reviewed_by_id
+            for entry in entries
+            if entry.status is ReviewStatus.APPROVED and entry.reviewed_by_id is not None
+        ),
+        distinct_approvers=review["distinct_approvers"],
+        no_self_force_approval=review["no_self_force_approval"],
+    )
+    reviewer = Reviewer(id=actor.id, groups=frozenset(actor.groups), is_admin=actor.is_admin)
+    outcome = decide(before, reviewer, request.status, force=request.force_review)
+    window_changes = _window_change(db, review, request)
+    if outcome.changes(before) or window_changes:
+        entries = _apply(db, locked, outcome, actor=actor, request=request, now=now)
+        _record(db, review, before, outcome, actor=actor, request=request, door=door, now=now)
+    return entries
 
 
 @dataclass(frozen=True)
@@ -368,6 +393,66 @@ def _record(
     )
 
 
+# -- expiry -----------------------------------------------------------------------------------
+
+
+def is_past_deadline(review: Mapping[str, Any], now: datetime) -> bool:
+    """A PENDING review whose deadline has come: nobody may decide it any more."""
+    deadline = review["expires_at"]
+    return review["status"] is ReviewStatus.PENDING and deadline is not None and deadline <= now
+
+
+def expire_review(db: Session, review: dict[str, Any], *, now: datetime) -> None:
+    """Reject the locked, PENDING ``review`` as expired, by the system; ``review`` is updated.
+
+    Its entries keep their statuses (nobody decided them); the decision is recorded with no
+    actor through the ``system`` door, and its event rewrites the cards and tells the
+    requester like any rejection.
+    """
+    waited = in_words(review["expires_at"] - review["created_at"])
+    changes = {
+        "status": ReviewStatus.REJECTED,
+        "rejection_reason": f"expired: nobody decided within {waited}",
+        "ended_at": now,
+        "ended_by_id": None,
+        "next_reminder_at": None,
+    }
+    db.execute(update(_review_table).where(_review_table.c.id == review["id"]).values(changes))
+    review.update(changes)
+    mirror_review_status(db, review["id"], ReviewStatus.REJECTED)
+    db.execute(
+        _INSERT_DECISION,
+        {
+            "id": new_id(),
+            "review_id": review["id"],
+            "actor_id": None,
+            "door": Door.SYSTEM,
+            "decision": Decision.REJECTED,
+            "forced": False,
+            "groups": [],
+            "status_before": ReviewStatus.PENDING,
+            "status_after": ReviewStatus.REJECTED,
+            "created_at": now,
+        },
+    )
+    record_review_event(
+        db,
+        kind=EventKind.REVIEW_UPDATED,
+        review_id=review["id"],
+        session_id=review["session_id"],
+        status=ReviewStatus.REJECTED.value,
+        now=now,
+        details={
+            "status_before": ReviewStatus.PENDING.value,
+            "decision": Decision.REJECTED.value,
+            "groups": [],
+            "actor_id": None,
+            "door": Door.SYSTEM.value,
+            "expired": True,
+        },
+    )
+
+
 # -- reading ----------------------------------------------------------------------------------
 
 
@@ -435,6 +520,8 @@ VIEW_COLUMNS = (  # what a review shows of its row
     "revoke_at",
     "listener_name",
     "sidecar_id",
+    "reason",
+    "expires_at",
 )
 
 
@@ -455,12 +542,16 @@ def _review_view(review: Mapping[str, Any], entries: list[ReviewGroupPublic]) ->
         revoke_at=review["revoke_at"],
         listener_name=review["listener_name"],
         sidecar_id=review["sidecar_id"],
+        reason=review["reason"],
+        expires_at=review["expires_at"],
     )
 
 
 __all__ = [
     "Decision",
+    "expire_review",
     "get_review",
+    "is_past_deadline",
     "mirror_review_status",
     "review_views",
     "update_review",

@@ -32,6 +32,7 @@ class AccessRequestRule(SQLModel, table=True):
     access_max_duration: int | None = Field(default=None, sa_type=BigInteger)
     distinct_approvers: bool = False
     no_self_force_approval: bool = False
+    require_reason: bool = False
     created_at: datetime = Field(default_factory=utc_now, sa_type=UTCDateTime)
 
 
@@ -69,6 +70,11 @@ class AccessRequestRuleIn(RequestBody):
         strict=True,
         description="Nobody may force-approve their own session, admins included.",
     )
+    require_reason: bool = pydantic.Field(
+        default=False,
+        strict=True,
+        description="A request on these connections must say why it needs access (reason).",
+    )
 
     @field_validator("approval_groups", "force_approval_groups")
     @classmethod
@@ -94,4 +100,5 @@ class AccessRequestRulePublic(BaseModel):
     access_max_duration: int | None
     distinct_approvers: bool
     no_self_force_approval: bool
+    require_reason: bool
     created_at: datetime

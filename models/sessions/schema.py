@@ -14,7 +14,7 @@ from models.core.clock import utc_now
 from models.core.db import UTCDateTime, enum_column, new_id
 from models.core.request_body import MAX_DURATION_NS, JsonInt, RequestBody, max_utf8_bytes
 from models.reviews.machine import ReviewStatus
-from models.reviews.schema import ReviewPublic, ReviewType
+from models.reviews.schema import MAX_REQUEST_REASON, ReviewPublic, ReviewType
 from models.rules.schema import DEFAULT_ACCESS_DURATION_NS
 
 MAX_SCRIPT_BYTES = 1_000_000
@@ -27,6 +27,15 @@ ScriptText = Annotated[
         max_length=MAX_SCRIPT_BYTES, description=f"At most {MAX_SCRIPT_BYTES:,} bytes of UTF-8."
     ),
     max_utf8_bytes(MAX_SCRIPT_BYTES),
+]
+
+
+RequestReason = Annotated[
+    str | None,
+    pydantic.Field(
+        max_length=MAX_REQUEST_REASON,
+        description="Why access is needed, shown to the reviewers; a rule may require one.",
+    ),
 ]
 
 
@@ -73,6 +82,7 @@ class SessionCreate(RequestBody):
         le=MAX_DURATION_NS,
         description="Nanoseconds; jit sessions only.",
     )
+    reason: RequestReason = None
 
 
 class SessionPublic(BaseModel):

@@ -16,11 +16,13 @@ from models.plugins.service import access_control_groups, plugin_connection_conf
 from models.reviews.machine import ReviewStatus, parse_clock_time, within_time_window
 from models.reviews.schema import Review, ReviewGroup, ReviewPublic, ReviewType
 from models.reviews.service import mirror_review_status, review_views
+from models.reviews.timing import ReviewTiming
 from models.rules.service import rule_for_connection
 from models.sessions.schema import GatewaySession, SessionCreate, SessionPublic, session_status
 from models.users.schema import User
 
 SESSION_NOT_FOUND = "session not found"
+NO_DEADLINES = ReviewTiming()
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,7 @@ class ReviewPolicy:
     rule_name: str | None
     distinct_approvers: bool = False
     no_self_force_approval: bool = False
+    require_reason: bool = False
 
 
 def review_policy(
@@ -52,6 +55,7 @@ def review_policy(
             rule_name=rule.name,
             distinct_approvers=rule.distinct_approvers,
             no_self_force_approval=rule.no_self_force_approval,
+            require_reason=rule.require_reason,
         )
     groups = plugin_connection_config(
         db=db, plugin_name=PluginName.REVIEW, connection_id=connection_id
@@ -76,23 +80,34 @@ class SidecarOrigin:
 
 
 def open_session(
-    *, db: Session, owner: User, request: SessionCreate, now: datetime
+    *,
+    db: Session,
+    owner: User,
+    request: SessionCreate,
+    now: datetime,
+    timing: ReviewTiming = NO_DEADLINES,
 ) -> SessionPublic:
     """Open a session on a connection, with a PENDING review when review is configured."""
     with write_transaction(db):
-        gateway_session, review = _open(db, owner, request, now=now, origin=None)
+        gateway_session, review = _open(db, owner, request, now=now, origin=None, timing=timing)
     return _session_view(db, gateway_session, review)
 
 
 def open_sidecar_review(
-    *, db: Session, owner: User, request: SessionCreate, origin: SidecarOrigin, now: datetime
+    *,
+    db: Session,
+    owner: User,
+    request: SessionCreate,
+    origin: SidecarOrigin,
+    timing: ReviewTiming,
+    now: datetime,
 ) -> ReviewPublic:
     """Open a session for a statement a sidecar intercepted, and return its review.
 
     A connection that needs no review has nothing to file: NotConfigured, and nothing is stored.
     """
     with write_transaction(db):
-        gateway_session, review = _open(db, owner, request, now=now, origin=origin)
+        gateway_session, review = _open(db, owner, request, now=now, origin=origin, timing=timing)
         if review is None:
             raise errors.NotConfigured(
                 f"connection {gateway_session.connection_name!r} has no reviewers configured, "
@@ -108,6 +123,7 @@ def _open(
     *,
     now: datetime,
     origin: SidecarOrigin | None,
+    timing: ReviewTiming,
 ) -> tuple[GatewaySession, Review | None]:
     connection = find_connection(db=db, actor=owner, name=request.connection)
     if connection is None:
@@ -119,6 +135,12 @@ def _open(
         connection_id=connection.id,
         connection_name=connection.name,
     )
+    reason = (request.reason or "").strip() or None
+    if policy is not None and policy.require_reason and reason is None:
+        raise errors.InvalidRequest(
+            f"reason: rule {policy.rule_name!r} requires a reason for access to connection "
+            f"{connection.name!r}; say why you need it"
+        )
     access_duration = request.access_duration
     if policy is not None and policy.access_max_duration is not None:
         access_duration = min(access_duration, policy.access_max_duration)
@@ -137,7 +159,9 @@ def _open(
     db.flush()
     review = None
     if policy is not None:
-        review = _create_review(db, gateway_session, policy, now=now, origin=origin)
+        review = _create_review(
+            db, gateway_session, policy, now=now, origin=origin, timing=timing, reason=reason
+        )
     return gateway_session, review
 
 
@@ -163,6 +187,8 @@ def _create_review(
     *,
     now: datetime,
     origin: SidecarOrigin | None,
+    timing: ReviewTiming,
+    reason: str | None,
 ) -> Review:
     review = Review(
         organization_id=gateway_session.organization_id,
@@ -179,6 +205,9 @@ def _create_review(
         created_at=now,
         listener_name=None if origin is None else origin.listener_name,
         sidecar_id=None if origin is None else origin.sidecar_id,
+        reason=reason,
+        expires_at=timing.deadline(now),
+        next_reminder_at=timing.reminder_after(now, sent=0),
     )
     db.add(review)
     db.flush()

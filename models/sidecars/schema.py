@@ -21,7 +21,7 @@ from models.core.db import UTCDateTime, new_id
 from models.core.request_body import MAX_DURATION_NS, JsonInt, RequestBody
 from models.reviews.schema import ReviewType
 from models.rules.schema import DEFAULT_ACCESS_DURATION_NS
-from models.sessions.schema import ScriptText
+from models.sessions.schema import RequestReason, ScriptText
 
 SIDECAR_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
 MAX_VERSION_CHARS = 64
@@ -153,6 +153,7 @@ class SidecarReviewCreate(RequestBody):
     access_duration: JsonInt = pydantic.Field(
         default=DEFAULT_ACCESS_DURATION_NS, gt=0, le=MAX_DURATION_NS
     )
+    reason: RequestReason = None
 
 
 # -- responses --------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from models.core import errors
 from models.core.db import UTCDateTime, flush_or_conflict, new_id, write_transaction
 from models.reviews.schema import Review, ReviewPublic
 from models.reviews.service import review_views
+from models.reviews.timing import ReviewTiming
 from models.sessions.schema import SessionCreate
 from models.sessions.service import SidecarOrigin, open_sidecar_review
 from models.sidecars.license import LicenseSigner
@@ -200,7 +201,12 @@ def handshake_sidecar(
 
 
 def file_sidecar_review(
-    *, db: Session, sidecar: AuthenticatedSidecar, request: SidecarReviewCreate, now: datetime
+    *,
+    db: Session,
+    sidecar: AuthenticatedSidecar,
+    request: SidecarReviewCreate,
+    timing: ReviewTiming,
+    now: datetime,
 ) -> ReviewPublic:
     """Open a reviewed session for a statement run through one of the sidecar's listeners."""
     listener = next(
@@ -227,8 +233,10 @@ def file_sidecar_review(
             script=request.script,
             type=request.type,
             access_duration=request.access_duration,
+            reason=request.reason,
         ),
         origin=SidecarOrigin(sidecar_id=sidecar.id, listener_name=listener["name"]),
+        timing=timing,
         now=now,
     )
 

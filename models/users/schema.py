@@ -41,6 +41,12 @@ class User(SQLModel, table=True):
     status: UserStatus = Field(default=UserStatus.ACTIVE, sa_type=enum_column(UserStatus))
     chat_id: str | None = Field(default=None, unique=True, max_length=64)
     created_at: datetime = Field(default_factory=utc_now, sa_type=UTCDateTime)
+    # Reminders as one direct message per interval, instead of a mention under every card;
+    # digest_due_at is when the next one is sent (booked when a reminder falls due, never
+    # sooner than an interval after digest_sent_at).
+    reminders_by_dm: bool = False
+    digest_due_at: datetime | None = Field(default=None, sa_type=UTCDateTime, index=True)
+    digest_sent_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
 
     @property
     def is_admin(self) -> bool:

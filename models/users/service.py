@@ -2,7 +2,7 @@
 
 import uuid
 
-from sqlalchemy import bindparam
+from sqlalchemy import bindparam, update
 from sqlmodel import Session, col, select
 
 from models.core import errors
@@ -115,3 +115,9 @@ def update_user(*, db: Session, user_id: uuid.UUID, update: UserUpdate, actor: U
 def user_view(user: User) -> UserPublic:
     """A user as the API shows it."""
     return UserPublic.model_validate(user)
+
+
+def set_reminder_preference(*, db: Session, user: User, by_dm: bool) -> None:
+    """Reminders for ``user`` as one digest DM an interval (``by_dm``), or under each card."""
+    with write_transaction(db):
+        db.execute(update(User).where(col(User.id) == user.id).values(reminders_by_dm=by_dm))

@@ -266,15 +266,12 @@ def test_help_names_every_command():
         assert f"`{command}`" in text
 
 
-def test_link_instructions():
-    text = link_instructions("K7P-2QX", "https://accessgate.example/", 10)
+def test_link_instructions_open_the_link_page_and_name_the_cli_command():
+    url = "https://accessgate.example/chat/link?code=K7P2QX"
+    text = link_instructions("K7P2QX", url, 10)
 
     assert text == (
-        "To link your Slack account to accessgate, run this within 10 minutes:\n"
-        "```\n"
-        "curl -X POST https://accessgate.example/users/me/chat-link "
-        '-H "Authorization: Bearer $TOKEN" -H "Content-Type: application/json" '
-        '-d \'{"code":"K7P-2QX"}\'\n'
-        "```\n"
-        "or `accessgate chat link K7P-2QX`. The code works once."
+        f"<{url}|Link your Slack account to accessgate> within 10 minutes: sign in and confirm.\n"
+        "From a terminal signed in with `accessgate login`: `accessgate chat link K7P2QX`. "
+        "The link and the code work once."
     )

@@ -1,0 +1,1 @@
+"""Time-based rules: reviews that expire, reminders, and JIT access that ends."""
