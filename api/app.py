@@ -7,8 +7,10 @@ from fastapi import FastAPI
 
 from api.errors import ERROR_RESPONSES, document_errors_as_sent, install_error_handlers
 from api.housekeeping import housekeeping
+from api.pages import chat_link as chat_link_page
+from api.pages import reviews as review_page
+from api.pages import sign_in as sign_in_pages
 from api.request_limits import RequestLimits
-from api.scheduling import scheduler
 from api.routes import (
     chat,
     connections,
@@ -21,6 +23,7 @@ from api.routes import (
     sign_in,
     users,
 )
+from api.scheduling import scheduler
 from api.urls import API_PREFIX
 from models.chat.runtime import ChatRuntimeFactory
 from models.core.db import create_db_engine, upgrade_database
@@ -29,8 +32,8 @@ from models.core.settings import Settings, get_settings, resolve_secret_key
 from models.core.signals import SignalListener
 from models.core.throttle import Throttle
 from models.plugins.schema import PluginName
-from models.reviews.timing import ReviewTiming
 from models.plugins.service import plugin_topic
+from models.reviews.timing import ReviewTiming
 from models.sidecars.license import license_signer
 from models.sign_in.oidc import OidcClient
 
@@ -111,6 +114,8 @@ def create_app(
     ):
         app.include_router(router.router, prefix=API_PREFIX, responses=ERROR_RESPONSES)
     app.include_router(chat.slack_router)
+    for pages in (review_page, sign_in_pages, chat_link_page):
+        app.include_router(pages.router)
     document_errors_as_sent(app)
     return app
 

@@ -7,10 +7,10 @@ state and still commit for real (the concurrency tests need real transactions).
 import itertools
 import shutil
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
-from datetime import timedelta
-
+import freezegun
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine
@@ -20,6 +20,10 @@ from models.core.db import create_db_engine, upgrade_database
 from models.core.settings import Settings
 from testing.postgres import PostgresCluster
 from tests.factories import TEST_SECRET_KEY, Person, make_user
+
+# Frozen time is for the code under test: the app's background loops (the scheduler, the
+# housekeeping) keep real time, or a test moving the clock by hours would wake them mid-test.
+freezegun.configure(extend_ignore_list=["asyncio"])
 
 PG_TEMPLATE = "accessgate_template"
 _database_numbers = itertools.count()

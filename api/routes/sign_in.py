@@ -12,6 +12,7 @@ from api.deps import (
     ThrottleDep,
     client_address,
 )
+from api.pages.browser import browser_signed_in
 from models.core import errors
 from models.core.clock import utc_now
 from models.core.throttle import SIGN_INS
@@ -81,14 +82,17 @@ def callback(
             raise errors.Unauthenticated(
                 f"the identity provider did not sign you in ({error or 'no code'}); try again"
             )
-        user, access_token, return_to = attempts.finish_sign_in(
+        signed_in = attempts.finish_sign_in(
             db=db, client=client, secret_box=secret_box, code=code, state=state, now=utc_now()
         )
     except errors.Unauthenticated:
         throttle.record_failure(SIGN_INS, address=address)
         raise
-    target = return_to or request.app.state.settings.oidc_redirect_url
+    if signed_in.page is not None:  # a browser signing in to a page: a session, not a token
+        return browser_signed_in(request, db, signed_in.user.id, signed_in.page)
+    target = signed_in.return_to or request.app.state.settings.oidc_redirect_url
     if target:
         separator = "&" if "?" in target else "?"
-        return RedirectResponse(f"{target}{separator}{urlencode({'token': access_token})}", 302)
-    return SignedIn(access_token=access_token, user=user)
+        token = urlencode({"token": signed_in.access_token})
+        return RedirectResponse(f"{target}{separator}{token}", 302)
+    return SignedIn(access_token=signed_in.access_token, user=signed_in.user)

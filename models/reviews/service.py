@@ -78,7 +78,19 @@ def _decide(
 ) -> list["_Entry"]:
     """Apply the decision to the locked review; return its entries as they now are."""
     review, entries = locked.review, locked.entries
-    before = ReviewState(
+    before = _state_of(review, entries)
+    reviewer = _reviewer(actor)
+    outcome = decide(before, reviewer, request.status, force=request.force_review)
+    window_changes = _window_change(db, review, request)
+    if outcome.changes(before) or window_changes:
+        entries = _apply(db, locked, outcome, actor=actor, request=request, now=now)
+        _record(db, review, before, outcome, actor=actor, request=request, door=door, now=now)
+    return entries
+
+
+def _state_of(review: Mapping[str, Any], entries: Sequence["_Entry"]) -> ReviewState:
+    """What the state machine needs of a review and its entries."""
+    return ReviewState(
         status=review["status"],
         owner_id=review["owner_id"],
         entries={entry.group: entry.status for entry in entries},
@@ -92,13 +104,72 @@ def _decide(
         distinct_approvers=review["distinct_approvers"],
         no_self_force_approval=review["no_self_force_approval"],
     )
-    reviewer = Reviewer(id=actor.id, groups=frozenset(actor.groups), is_admin=actor.is_admin)
-    outcome = decide(before, reviewer, request.status, force=request.force_review)
-    window_changes = _window_change(db, review, request)
-    if outcome.changes(before) or window_changes:
-        entries = _apply(db, locked, outcome, actor=actor, request=request, now=now)
-        _record(db, review, before, outcome, actor=actor, request=request, door=door, now=now)
-    return entries
+
+
+def _reviewer(actor: User) -> Reviewer:
+    return Reviewer(id=actor.id, groups=frozenset(actor.groups), is_admin=actor.is_admin)
+
+
+def decisions_open_to(
+    *, db: Session, review_id: uuid.UUID, viewer: User, now: datetime
+) -> list[Decision]:
+    """The decisions ``viewer`` may make on the review now, as the state machine rules them:
+    what a page offers as buttons (the decision itself is ruled again when it is made)."""
+    row = (
+        db.execute(core_select(_review_table).where(_review_table.c.id == review_id))
+        .mappings()
+        .first()
+    )
+    if row is None or is_past_deadline(dict(row), now):
+        return []
+    state = _state_of(dict(row), _read_entries(db, [review_id]))
+    open_to: list[Decision] = []
+    for decision in (Decision.APPROVED, Decision.REJECTED, Decision.REVOKED):
+        try:
+            outcome = decide(state, _reviewer(viewer), decision, force=False)
+        except errors.DomainError:
+            continue
+        if outcome.changes(state):
+            open_to.append(decision)
+    return open_to
+
+
+@dataclass(frozen=True)
+class DecisionLine:
+    """One accepted decision as people read it: who, when, through which door, and what."""
+
+    actor_name: str  # "accessgate" for the service's own (an expiry)
+    door: Door
+    decision: Decision
+    groups: list[str]
+    forced: bool
+    status_after: ReviewStatus
+    at: datetime
+
+
+def decision_history(*, db: Session, review_id: uuid.UUID) -> list[DecisionLine]:
+    """Every decision accepted on the review, oldest first."""
+    record = table_of(ReviewDecisionRecord)
+    rows = db.execute(
+        core_select(record, _user_table.c.name, _user_table.c.email, _user_table.c.sub)
+        .select_from(record.outerjoin(_user_table, _user_table.c.id == record.c.actor_id))
+        .where(record.c.review_id == review_id)
+        .order_by(record.c.created_at, record.c.id)
+    ).mappings()
+    return [
+        DecisionLine(
+            actor_name="accessgate"
+            if row["actor_id"] is None
+            else (row["name"] or row["email"] or row["sub"]),
+            door=row["door"],
+            decision=row["decision"],
+            groups=list(row["groups"]),
+            forced=row["forced"],
+            status_after=row["status_after"],
+            at=row["created_at"],
+        )
+        for row in rows
+    ]
 
 
 @dataclass(frozen=True)
@@ -549,6 +620,8 @@ def _review_view(review: Mapping[str, Any], entries: list[ReviewGroupPublic]) ->
 
 __all__ = [
     "Decision",
+    "decision_history",
+    "decisions_open_to",
     "expire_review",
     "get_review",
     "is_past_deadline",

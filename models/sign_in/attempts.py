@@ -14,6 +14,7 @@ import hashlib
 import ipaddress
 import json
 import secrets
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
@@ -48,16 +49,36 @@ def check_return_to(url: str) -> str:
     return url
 
 
+def check_page(path: str) -> str:
+    """A page of this site to go back to after a browser signs in: a path, never another site."""
+    parts = urlsplit(path)
+    if not path.startswith("/") or path.startswith("//") or "\\" in path or parts.netloc:
+        raise errors.InvalidRequest("next must be a path on this site, such as /reviews/<id>")
+    return path
+
+
 def start_sign_in(
-    *, client: OidcClient, secret_box: SecretBox, return_to: str | None, now: datetime
+    *,
+    client: OidcClient,
+    secret_box: SecretBox,
+    return_to: str | None,
+    now: datetime,
+    page: str | None = None,
 ) -> str:
-    """The URL that leads to the identity provider, carrying this attempt in its state."""
+    """The URL that leads to the identity provider, carrying this attempt in its state.
+
+    ``return_to`` is a command-line client's loopback address (it gets the token); ``page`` a
+    page of this site, where a browser goes back signed in (it gets a session cookie).
+    """
     if return_to is not None:
         check_return_to(return_to)
+    if page is not None:
+        check_page(page)
     seed = secrets.token_bytes(32)
     attempt = {
         "seed": base64.b64encode(seed).decode(),
         "return_to": return_to,
+        "page": page,
         "at": now.timestamp(),
     }
     state = secret_box.seal(json.dumps(attempt).encode(), context=STATE_CONTEXT)
@@ -79,9 +100,17 @@ def _open_attempt(secret_box: SecretBox, state: str, now: datetime) -> dict[str,
     return dict(attempt)
 
 
+@dataclass(frozen=True)
+class SignedIn:
+    user: UserPublic
+    access_token: str  # for API calls
+    return_to: str | None  # a command-line client's loopback address
+    page: str | None  # a page of this site, for a browser
+
+
 def finish_sign_in(
     *, db: Session, client: OidcClient, secret_box: SecretBox, code: str, state: str, now: datetime
-) -> tuple[UserPublic, str, str | None]:
+) -> SignedIn:
     """Check the state and the provider's answer, then sign the user up or refresh them.
 
     Returns the user, the access token for API calls, and where the attempt asked to go back.
@@ -102,4 +131,9 @@ def finish_sign_in(
         groups=identity.groups,
     )
     user = authenticated_user(db=db, sub=identity.sub)  # refuses inactive users
-    return user_view(user), access_token, attempt["return_to"]
+    return SignedIn(
+        user=user_view(user),
+        access_token=access_token,
+        return_to=attempt["return_to"],
+        page=attempt.get("page"),
+    )

@@ -547,3 +547,26 @@ def test_access_control_applies_to_statements_through_sidecars(
     assert "access control allows none of your groups" in response.json()["message"]
     with engine.connect() as db:
         assert db.execute(text("SELECT count(*) FROM review")).scalar_one() == 0
+
+
+def test_a_sidecar_review_carries_the_reason_and_the_rule_may_require_one(
+    client, admin, dev, ready_sidecar
+):
+    rule = {
+        "name": "prod-needs-a-reason",
+        "connections": ["pg-prod"],
+        "approval_groups": ["dba"],
+        "require_reason": True,
+    }
+    assert (
+        client.post("/api/access-request-rules", json=rule, headers=admin.headers).status_code
+        == 201
+    )
+
+    refused = file_review(client, ready_sidecar)
+    filed = file_review(client, ready_sidecar, reason="INC-7 cleanup")
+
+    assert refused.status_code == 400
+    assert "requires a reason" in refused.json()["message"]
+    assert filed.status_code == 201
+    assert filed.json()["reason"] == "INC-7 cleanup"
