@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test check format bench bench-scale postgres-binaries oidc-provider wrk clean
+.PHONY: run test check format bench bench-scale postgres-binaries oidc-provider chromium wrk clean
 
 $(INSTALLED): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,7 +26,7 @@ format: $(INSTALLED)
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-test: $(INSTALLED) postgres-binaries oidc-provider check
+test: $(INSTALLED) postgres-binaries oidc-provider chromium check
 	$(BIN)/pytest -n 3
 
 bench: $(INSTALLED) postgres-binaries wrk
@@ -57,6 +57,14 @@ oidc-provider:
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq nodejs npm >/dev/null; }
 	@[ -d $(OIDC_PROVIDER)/node_modules/oidc-provider ] || \
 		npm ci --prefix $(OIDC_PROVIDER) --no-audit --no-fund --loglevel=error
+
+# The pages are tested in the machine's Chromium, driven by Playwright (whose own browser
+# download is not used).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+		echo "installing Chromium with apt"; \
+		$(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; }
 
 wrk:
 	@command -v wrk >/dev/null 2>&1 || { \

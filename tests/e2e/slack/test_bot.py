@@ -5,6 +5,7 @@ Slack server's Web API and hold a Socket Mode WebSocket to it; the server clicks
 types the way Slack does. Nothing in the service is replaced.
 """
 
+import re
 import time
 
 import httpx
@@ -193,7 +194,8 @@ def test_a_slack_user_links_their_account_with_a_one_time_code(environment, gate
     slack.wait_for(lambda: slack.responses, message="no answer to /accessgate link")
     answer = slack.responses[-1]["body"]
     assert answer.get("response_type") == "ephemeral"
-    code = answer["text"].split('"code":"')[1].split('"')[0]
+    code = re.search(r"`accessgate chat link (\w+)`", answer["text"]).group(1)
+    assert f"/chat/link?code={code}|" in answer["text"], "and the page that links in a browser"
     linked = gateway.api.post("/users/me/chat-link", json={"code": code}, headers=nora)
     assert linked.status_code == 200, linked.text
     assert linked.json()["chat_id"] == UNLINKED
