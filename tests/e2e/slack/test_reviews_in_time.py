@@ -110,3 +110,31 @@ def test_a_rule_that_requires_a_reason_refuses_without_and_the_card_shows_it(gat
     assert given.status_code == 201, given.text
     card = card_of(slack, given.json())
     assert "*Why*\n> INC-42 restore" in text_of(card)
+
+
+def test_a_reviewer_who_prefers_dms_gets_a_digest_instead_of_mentions(gateway, slack):
+    slack.open_app_home(REVIEWER)
+    slack.wait_for(lambda: slack.home_view(REVIEWER), message="no App Home for the reviewer")
+    slack.click(REVIEWER, slack.home_view(REVIEWER), "preferences.reminders_by_dm", value="on")
+    slack.wait_for(
+        lambda: "Mention me under each card instead" in text_of(slack.home_view(REVIEWER)),
+        message="the App Home did not show the new preference",
+    )
+    sessions = [gateway.open_session(f"select {n}") for n in range(2)]
+    cards = [card_of(slack, session) for session in sessions]
+
+    slack.wait_for(
+        lambda: any("2 reviews still waiting on you" in m.text for m in slack.dms(REVIEWER)),
+        message="no digest DM for the reviewer",
+    )
+    slack.wait_for(
+        lambda: all(
+            any(m.thread_ts == card.ts for m in slack.messages(CHANNEL)) for card in cards
+        ),
+        message="the cards' threads were not reminded",
+    )
+    digest = next(m for m in slack.dms(REVIEWER) if "still waiting" in m.text)
+    for session in sessions:
+        assert session["review"]["id"] in text_of(digest)
+    reminders = [m for m in slack.messages(CHANNEL) if m.thread_ts]
+    assert all(f"<@{REVIEWER}>" not in m.text for m in reminders), "no mention for DM-takers"
