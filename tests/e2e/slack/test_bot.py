@@ -194,7 +194,9 @@ def test_a_slack_user_links_their_account_with_a_one_time_code(environment, gate
     slack.wait_for(lambda: slack.responses, message="no answer to /accessgate link")
     answer = slack.responses[-1]["body"]
     assert answer.get("response_type") == "ephemeral"
-    code = re.search(r"`accessgate chat link (\w+)`", answer["text"]).group(1)
+    named = re.search(r"`accessgate chat link (\w+)`", answer["text"])
+    assert named is not None, answer["text"]
+    code = named.group(1)
     assert f"/chat/link?code={code}|" in answer["text"], "and the page that links in a browser"
     linked = gateway.api.post("/users/me/chat-link", json={"code": code}, headers=nora)
     assert linked.status_code == 200, linked.text

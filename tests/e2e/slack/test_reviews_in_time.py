@@ -128,9 +128,7 @@ def test_a_reviewer_who_prefers_dms_gets_a_digest_instead_of_mentions(gateway, s
         message="no digest DM for the reviewer",
     )
     slack.wait_for(
-        lambda: all(
-            any(m.thread_ts == card.ts for m in slack.messages(CHANNEL)) for card in cards
-        ),
+        lambda: all(any(m.thread_ts == card.ts for m in slack.messages(CHANNEL)) for card in cards),
         message="the cards' threads were not reminded",
     )
     digest = next(m for m in slack.dms(REVIEWER) if "still waiting" in m.text)
