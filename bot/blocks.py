@@ -485,7 +485,11 @@ def reminder_text(facts: ReviewCardFacts, groups: Sequence[str], mentions: Seque
 
 def digest_dm(facts_list: Sequence[ReviewCardFacts]) -> tuple[str, list[dict[str, Any]]]:
     """A reviewer's one direct message about every review still waiting on them."""
-    headline = f"{_plural(len(facts_list), 'review')} still waiting on you"
+    count = len(facts_list)  # the list read holds one more than it shows, at most
+    if count > PENDING_LIST_LIMIT:
+        headline = f"More than {PENDING_LIST_LIMIT} reviews still waiting on you"
+    else:
+        headline = f"{_plural(count, 'review')} still waiting on you"
     return headline, [_section(f":bell: *{headline}*"), *pending_blocks(facts_list)[1:]]
 
 

@@ -10,9 +10,15 @@ For each event, oldest first per review (``models.delivery.leases`` keeps that r
   transaction that marks this one delivered.
 - after either, the App Home and pending list of every linked reviewer of the review are
   refreshed (``bot.fresh_views``).
+- ``review.reminder`` (the scheduler's): a reply in the thread of each card of a review still
+  pending, mentioning the linked reviewers of the groups still undecided (not those who take a
+  digest instead).
+- ``review.access_ended`` (the scheduler's): rewrite the cards of a JIT grant whose access
+  ended, and queue the requester's DM saying so.
 - ``chat.direct_message``: DM the requester, at the pace of their DM channel. These go in a lane
   of their own (own order, own slots): fifty decisions for one requester wait for their turns
-  in the outbox, not in front of anybody's cards.
+  in the outbox, not in front of anybody's cards. ``chat.reminder_digest`` shares that lane:
+  one DM to a reviewer listing every review waiting on them.
 
 Every new message takes a turn in Slack's pace from the schedule all replicas share
 (``bot.pacing``), then claims its delivery key (``models.chat.messages``) just before the post,

@@ -12,7 +12,8 @@ is taken over at once. Either way the next holder looks for the message in the c
 posting again (``Claim.RECHECK``), so a card that did land is adopted and rewritten, never left
 behind with live buttons.
 
-Cards (``review.created`` / ``review.updated``) and direct messages (``chat.direct_message``)
+Cards (``review.created`` / ``review.updated``, and the scheduler's ``review.reminder`` /
+``review.access_ended``) and direct messages (``chat.direct_message``, ``chat.reminder_digest``)
 are leased in lanes of their own, so a requester's DMs waiting for Slack's pace never hold back
 a card.
 """

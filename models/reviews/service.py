@@ -46,6 +46,9 @@ def update_review(
     The review row is locked for the whole transaction, so simultaneous decisions on one review
     apply one after the other and none is lost.
 
+    A PENDING review past its deadline is expired here and then (committed), and the decision
+    refused: nobody decides a review late because the scheduler has not come round yet.
+
     This is every reviewer's hot path, so it is written as a few prebuilt statements rather
     than through the ORM's unit of work: the review read and locked, its entries read with
     their reviewers, one update per kind of change, the decision and its outbox event
