@@ -249,3 +249,67 @@ def test_three_replicas_deliver_each_card_once_at_slacks_pace_though_one_is_kill
         since = [c for c in slack.calls if c.time > switched]
         assert [c for c in since if c.method == "chat.postMessage"]
         assert {c.token for c in since} <= {new_bot, new_app}, "an old token used after the switch"
+
+
+def test_replicas_racing_on_the_schedule_expire_each_review_exactly_once(
+    replica_environments, tmp_path
+):
+    # Reviews expire a second after filing, and both replicas look for due rows twenty times a
+    # second: they race for every review, and each must be expired by exactly one of them.
+    environments = [
+        {
+            **env,
+            "ACCESSGATE_REVIEW_EXPIRES_AFTER": "1s",
+            "ACCESSGATE_REVIEW_REMIND_AFTER": "0",
+            "ACCESSGATE_SCHEDULER_INTERVAL_SECONDS": "0.05",
+        }
+        for env in replica_environments[:2]
+    ]
+    admin = {
+        "Authorization": "Bearer " + token(environments[0], "--sub", "admin", "--groups", "admin")
+    }
+    dev = {"Authorization": "Bearer " + token(environments[0], "--sub", "dev", "--groups", "dev")}
+    with ExitStack() as stack:
+        urls = [
+            stack.enter_context(running_server(env, free_port(), tmp_path / f"timed-{n}.log"))
+            for n, env in enumerate(environments)
+        ]
+        with httpx.Client(base_url=urls[0], timeout=30) as api:
+            api.post("/connections", json={"name": "pg-prod", "type": "database"}, headers=admin)
+            plugin = {"name": "review", "connections": [{"name": "pg-prod", "config": ["dba"]}]}
+            assert api.post("/plugins", json=plugin, headers=admin).status_code == 201
+            reviews = [
+                api.post(
+                    "/sessions",
+                    json={"connection": "pg-prod", "script": f"select {n}"},
+                    headers=dev,
+                ).json()["review"]["id"]
+                for n in range(40)
+            ]
+            deadline = time.monotonic() + 30
+            while True:
+                statuses = {
+                    api.get(f"/reviews/{review_id}", headers=admin).json()["status"]
+                    for review_id in reviews
+                }
+                if statuses == {"REJECTED"} or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+        assert statuses == {"REJECTED"}
+
+    engine = create_db_engine(environments[0]["ACCESSGATE_DATABASE_URL"])
+    try:
+        with engine.connect() as connection:
+            decided = connection.exec_driver_sql(
+                "SELECT review_id, count(*) FROM review_decision WHERE door = 'system' "
+                "GROUP BY review_id"
+            ).all()
+            told = connection.exec_driver_sql(
+                "SELECT count(*) FROM outbox_event WHERE kind = 'review.updated' "
+                "AND payload::jsonb ->> 'door' = 'system'"
+            ).scalar_one()
+    finally:
+        engine.dispose()
+    assert sorted(str(review_id) for review_id, _ in decided) == sorted(reviews)
+    assert {count for _, count in decided} == {1}, "each review expired once, by one replica"
+    assert told == 40
