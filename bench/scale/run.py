@@ -47,6 +47,8 @@ from models.core.settings import Settings, resolve_secret_key
 from models.delivery.leases import lease_deliverable_events
 from models.reviews.listing import Position, reviews_waiting_on
 from models.reviews.schema import Review
+from models.reviews.timing import ReviewTiming
+from models.scheduler.rules import run_due_rules
 from models.sign_in.tokens import issue_local_token
 from models.users.service import upsert_user
 
@@ -230,11 +232,17 @@ def reviewer_cursor(api: httpx.Client, headers: dict[str, str]) -> str:
     return cursor
 
 
+SCHEDULE = ReviewTiming(
+    expires_after=timedelta(hours=24), remind_after=timedelta(minutes=30), reminders=3
+)
+
+
 def time_in_process(engine: Engine) -> list[Timing]:
     with db_scope(engine) as db:
         reviewer = upsert_user(db=db, sub=REVIEWER_SUB, groups=REVIEWER_GROUPS)
     waiting: list[float] = []
     leasing: list[float] = []
+    looking: list[float] = []
     for attempt in range(WARMUP + SAMPLES):
         with db_scope(engine) as db:
             started = time.perf_counter()
@@ -251,14 +259,21 @@ def time_in_process(engine: Engine) -> list[Timing]:
             )
             leased = (time.perf_counter() - started) * 1000
             db.rollback()
+            # What every replica does every few seconds: look for expiries, reminders, digests
+            # and ended access that are due (none are in the filled data: the idle look).
+            started = time.perf_counter()
+            run_due_rules(db, now=utc_now(), timing=SCHEDULE)
+            looked = (time.perf_counter() - started) * 1000
         if attempt >= WARMUP:
             waiting.append(waited)
             leasing.append(leased)
+            looking.append(looked)
     return [
         Timing("reviewer's waiting list (App Home)", waiting, True, how="in process"),
         Timing(
             f"outbox lease of {LEASE_BATCH} (100,000 undelivered)", leasing, False, how="in process"
         ),
+        Timing("scheduler's look, nothing due (4 rules)", looking, False, how="in process"),
     ]
 
 
