@@ -17,7 +17,7 @@ cannot forge a line of the card. Reasons keep their lines, each shown quoted.
 import re
 import unicodedata
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from slack_sdk.models.blocks import (
@@ -39,6 +39,7 @@ from bot.actions import (
 from models.chat.cards import GroupLine, ReviewCardFacts
 from models.reviews.machine import ReviewStatus
 from models.reviews.schema import ReviewType
+from models.reviews.timing import in_words
 
 SECTION_TEXT_LIMIT = 3000
 FIELD_TEXT_LIMIT = 2000
@@ -57,15 +58,7 @@ STATUS_EMOJI: Mapping[ReviewStatus, str] = {
     ReviewStatus.EXECUTED: ":checkered_flag:",
     ReviewStatus.UNKNOWN: ":grey_question:",
 }
-STATUS_WORD: Mapping[ReviewStatus, str] = {
-    ReviewStatus.PENDING: "pending",
-    ReviewStatus.APPROVED: "approved",
-    ReviewStatus.REJECTED: "rejected",
-    ReviewStatus.REVOKED: "revoked",
-    ReviewStatus.PROCESSING: "running",
-    ReviewStatus.EXECUTED: "executed",
-    ReviewStatus.UNKNOWN: "unknown",
-}
+STATUS_WORD: Mapping[ReviewStatus, str] = {status: status.word for status in ReviewStatus}
 
 _MRKDWN_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 # A zero-width space before a formatting character keeps it from opening or closing bold,
@@ -76,8 +69,6 @@ _FORMATTING_CHARACTERS = frozenset("*_~`")
 _ZERO_WIDTH_SPACE = "\u200b"
 # Only a plain Slack id becomes a mention: anything else pasted into <@...> could smuggle markup.
 _SLACK_ID = re.compile(r"[A-Za-z0-9]+")
-_NANOSECONDS_PER_SECOND = 1_000_000_000
-_DURATION_UNITS = (("day", 86_400), ("hour", 3_600), ("minute", 60), ("second", 1))
 
 
 # --- small text helpers ---------------------------------------------------------------------
@@ -116,13 +107,7 @@ def user_text(text: str) -> str:
 def human_duration(ns: int) -> str:
     """A nanosecond duration in words, e.g. ``1 day 2 hours``."""
     # Durations are never negative in the database; a card must still render if one were.
-    remaining = max(ns, 0) // _NANOSECONDS_PER_SECOND
-    parts: list[str] = []
-    for unit, seconds in _DURATION_UNITS:
-        count, remaining = divmod(remaining, seconds)
-        if count:
-            parts.append(_plural(count, unit))
-    return " ".join(parts) or "0 seconds"
+    return in_words(timedelta(microseconds=max(ns, 0) // 1000))
 
 
 def _plural(count: int, unit: str) -> str:
@@ -281,15 +266,7 @@ def _card_fields(facts: ReviewCardFacts) -> list[MarkdownTextObject]:
 
 def _request_reason_text(reason: str) -> str:
     """The requester's reason, every line quoted, under its heading."""
-    heading = "*Why*"
-    lines, used = [heading], len(heading)
-    for line in reason.splitlines() or [""]:
-        quoted = "\n> " + _label(line, max(SECTION_TEXT_LIMIT - used - 3, 1))
-        if used + len(quoted) > SECTION_TEXT_LIMIT:
-            break
-        lines.append(quoted)
-        used += len(quoted)
-    return "".join(lines)
+    return _quoted("*Why*", reason, SECTION_TEXT_LIMIT)
 
 
 def _groups_text(facts: ReviewCardFacts) -> str:
@@ -347,9 +324,13 @@ def _reason_text(reason: str | None, limit: int) -> str:
     """The reason under its heading, every line of it quoted: it cannot pass for card lines."""
     if not reason:
         return "*Reason:* _no reason given_"
-    heading = "*Reason:*"
+    return _quoted("*Reason:*", reason, limit)
+
+
+def _quoted(heading: str, text: str, limit: int) -> str:
+    """``text`` under ``heading``, each line quoted, within ``limit`` characters."""
     lines, used = [heading], len(heading)
-    for line in reason.splitlines() or [""]:
+    for line in text.splitlines() or [""]:
         quoted = "\n> " + _label(line, max(limit - used - 3, 1))
         if used + len(quoted) > limit:
             break

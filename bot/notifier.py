@@ -43,6 +43,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
@@ -482,6 +483,22 @@ class Notifier:
         else:
             # It tells of the decision this event records, even if a later one followed.
             text, blocks = decision_dm(dataclasses.replace(facts, status=entered))
+        return await self._send_direct(
+            event, key, chat_id, text, blocks, kept_with=facts.review_id, what="direct message"
+        )
+
+    async def _send_direct(
+        self,
+        event: LeasedEvent,
+        key: str,
+        chat_id: str,
+        text: str,
+        blocks: list[dict[str, Any]],
+        *,
+        kept_with: uuid.UUID,
+        what: str,
+    ) -> str | None:
+        """DM ``chat_id`` once, at the pace of their DM channel; the note if Slack never will."""
         pace = f"dm:{chat_id}"
         try:
             channel = await self._dm_channel(chat_id)
@@ -495,9 +512,9 @@ class Notifier:
                 ),
             )
         except SlackApiError as exc:
-            return await self._permanent_or_raise(exc, "direct message", pace=pace)
+            return await self._permanent_or_raise(exc, what, pace=pace)
         if posted is not None:
-            await self._remember(key, facts.review_id, ChatMessageKind.DIRECT, posted)
+            await self._remember(key, kept_with, ChatMessageKind.DIRECT, posted)
         return None
 
     async def _remind(self, event: LeasedEvent, state: DeliveryState) -> str | None:
@@ -556,24 +573,10 @@ class Notifier:
         if not waiting:
             return "no digest: nothing waits on the reviewer any more"
         text, blocks = digest_dm(waiting)
-        pace = f"dm:{chat_id}"
-        try:
-            channel = await self._dm_channel(chat_id)
-            posted = await self._post_once(
-                event,
-                key,
-                pace=pace,
-                horizon=self._dm_horizon,
-                post=lambda: self._poster.chat_postMessage(
-                    channel=channel, text=text, blocks=blocks, unfurl_links=False
-                ),
-            )
-        except SlackApiError as exc:
-            return await self._permanent_or_raise(exc, "reminder digest", pace=pace)
-        if posted is not None:
-            # Stored under the first review it lists: a message is kept with a review.
-            await self._remember(key, waiting[0].review_id, ChatMessageKind.DIRECT, posted)
-        return None
+        # Kept with the first review it lists: every posted message is kept with a review.
+        return await self._send_direct(
+            event, key, chat_id, text, blocks, kept_with=waiting[0].review_id, what="digest"
+        )
 
     async def _post_once(
         self,

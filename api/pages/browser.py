@@ -31,6 +31,11 @@ templates = Jinja2Templates(directory=Path(__file__).parent / "templates")
 SESSION_COOKIE = "accessgate_session"
 
 
+def as_signed_in(signed_in: SignedInBrowser) -> dict[str, Any]:
+    """What every page shows of the signed-in viewer: their name and the sign-out form."""
+    return {"viewer": signed_in.user, "csrf_token": signed_in.csrf_token}
+
+
 def signed_in_browser(request: Request, db: Session) -> SignedInBrowser | None:
     """Who the browser's session cookie signs in, if anyone (an inactive user is refused)."""
     token = request.cookies.get(SESSION_COOKIE)

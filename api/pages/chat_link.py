@@ -1,12 +1,18 @@
 """Linking a Slack account from the link ``/accessgate link`` gave: sign in, then confirm."""
 
-from typing import Any
-
 from fastapi import APIRouter, Request, Response
 from sqlmodel import Session
 
 from api.deps import client_address
-from api.pages.browser import checked_form, in_db, page, refusal, signed_in_browser, to_sign_in
+from api.pages.browser import (
+    as_signed_in,
+    checked_form,
+    in_db,
+    page,
+    refusal,
+    signed_in_browser,
+    to_sign_in,
+)
 from models.chat.links import finish_chat_link
 from models.core import errors
 from models.core.clock import utc_now
@@ -25,13 +31,7 @@ async def link_page(request: Request) -> Response:
         signed_in = signed_in_browser(request, db)
         if signed_in is None:
             return to_sign_in(request)
-        return page(
-            request,
-            "chat_link.html",
-            code=code,
-            viewer=signed_in.user,
-            csrf_token=signed_in.csrf_token,
-        )
+        return page(request, "chat_link.html", code=code, **as_signed_in(signed_in))
 
     try:
         return await in_db(request, read)
@@ -48,7 +48,7 @@ async def link(request: Request) -> Response:
     signed_in = await in_db(request, lambda db: signed_in_browser(request, db))
     if signed_in is None:
         return to_sign_in(request)
-    context: dict[str, Any] = {"viewer": signed_in.user, "csrf_token": signed_in.csrf_token}
+    context = as_signed_in(signed_in)
     throttle = request.app.state.throttle
     address, principal = client_address(request), str(signed_in.user.id)
     try:

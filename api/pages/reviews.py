@@ -1,6 +1,6 @@
 """The review page: a review as a person reads it, with the decisions open to them."""
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
@@ -8,13 +8,21 @@ from fastapi.responses import RedirectResponse
 from sqlmodel import Session
 
 from api.errors import status_for
-from api.pages.browser import checked_form, in_db, page, refusal, signed_in_browser, to_sign_in
+from api.pages.browser import (
+    as_signed_in,
+    checked_form,
+    in_db,
+    page,
+    refusal,
+    signed_in_browser,
+    to_sign_in,
+)
 from api.urls import api_base
 from models.chat.cards import review_card_facts
 from models.core import errors
 from models.core.clock import utc_now
 from models.core.settings import Settings
-from models.reviews.machine import Decision, ReviewStatus
+from models.reviews.machine import Decision
 from models.reviews.schema import Door, ReviewDecisionRequest, ReviewType
 from models.reviews.service import (
     decision_history,
@@ -22,19 +30,11 @@ from models.reviews.service import (
     get_review,
     update_review,
 )
+from models.reviews.timing import in_words
 from models.sign_in.browser_sessions import SignedInBrowser
 
 router = APIRouter(include_in_schema=False)
 
-STATUS_WORDS = {
-    ReviewStatus.PENDING: "pending",
-    ReviewStatus.APPROVED: "approved",
-    ReviewStatus.REJECTED: "rejected",
-    ReviewStatus.REVOKED: "revoked",
-    ReviewStatus.PROCESSING: "running",
-    ReviewStatus.EXECUTED: "executed",
-    ReviewStatus.UNKNOWN: "unknown",
-}
 DONE = {
     Decision.APPROVED: "Your approval is recorded.",
     Decision.REJECTED: "You rejected this review.",
@@ -60,10 +60,12 @@ def _review_context(
         raise errors.NotFound("review not found")
     kind = "one-time"
     if facts.type is ReviewType.JIT:
-        kind = f"just-in-time, {facts.access_duration_ns // 60_000_000_000} minutes"
+        kind = (
+            f"just-in-time for {in_words(timedelta(microseconds=facts.access_duration_ns // 1000))}"
+        )
     return {
         "review": facts,
-        "status_word": "access ended" if facts.access_ended else STATUS_WORDS[facts.status],
+        "status_word": "access ended" if facts.access_ended else facts.status.word,
         "kind": kind,
         "decisions": decision_history(db=db, review_id=review_id),
         "open_to": {
@@ -72,8 +74,7 @@ def _review_context(
                 db=db, review_id=review_id, viewer=viewer, now=utc_now()
             )
         },
-        "viewer": viewer,
-        "csrf_token": signed_in.csrf_token,
+        **as_signed_in(signed_in),
         "when": _when,
     }
 
@@ -111,10 +112,10 @@ async def decide_on_page(review_ref: str, request: Request) -> Response:
             rejection_reason=(form.get("rejection_reason") or "").strip() or None,
         )
     except errors.DomainError as error:
-        return refusal(request, error, viewer=signed_in.user, csrf_token=signed_in.csrf_token)
+        return refusal(request, error, **as_signed_in(signed_in))
     except ValueError:
         unknown = errors.InvalidRequest("the decision is not one of Approve, Reject or Revoke")
-        return refusal(request, unknown, viewer=signed_in.user, csrf_token=signed_in.csrf_token)
+        return refusal(request, unknown, **as_signed_in(signed_in))
 
     def decide(db: Session) -> Response:
         try:
@@ -138,4 +139,4 @@ async def decide_on_page(review_ref: str, request: Request) -> Response:
     try:
         return await in_db(request, decide)
     except errors.DomainError as error:
-        return refusal(request, error, viewer=signed_in.user, csrf_token=signed_in.csrf_token)
+        return refusal(request, error, **as_signed_in(signed_in))

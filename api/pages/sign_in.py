@@ -7,6 +7,7 @@ from sqlmodel import Session
 from api.deps import client_address
 from api.pages.browser import (
     SESSION_COOKIE,
+    as_signed_in,
     browser_signed_in,
     checked_form,
     in_db,
@@ -104,8 +105,7 @@ async def signed_in_page(request: Request) -> Response:
             "notice.html",
             ok=True,
             message="You are signed in. Open a review from its Slack card.",
-            viewer=signed_in.user,
-            csrf_token=signed_in.csrf_token,
+            **as_signed_in(signed_in),
         )
 
     try:

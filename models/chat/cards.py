@@ -138,32 +138,30 @@ def linked_reviewers(*, db: Session, facts: ReviewCardFacts) -> list[str]:
     reviews their own session). The groups come from the card's facts, read just before.
     """
     groups = set(facts.force_approval_groups) | {line.group for line in facts.groups}
-    candidates = db.exec(
-        select(User).where(
-            User.organization_id == facts.organization_id,
-            col(User.chat_id).is_not(None),
-            User.status == UserStatus.ACTIVE,
-            User.id != facts.requester_id,
-        )
-    )
-    return sorted(
-        user.chat_id for user in candidates if user.chat_id and groups.intersection(user.groups)
-    )
+    return _linked_members(db, facts, groups)
 
 
 def mentioned_reviewers(*, db: Session, facts: ReviewCardFacts) -> list[str]:
     """The chat ids a reminder mentions: linked reviewers of the groups still undecided, but
     not those who take their reminders as a digest DM."""
     undecided = {line.group for line in facts.groups if line.status is ReviewStatus.PENDING}
-    candidates = db.exec(
-        select(User).where(
-            User.organization_id == facts.organization_id,
-            col(User.chat_id).is_not(None),
-            User.status == UserStatus.ACTIVE,
-            User.id != facts.requester_id,
-            col(User.reminders_by_dm).is_(False),
-        )
+    return _linked_members(db, facts, undecided, digest_takers=False)
+
+
+def _linked_members(
+    db: Session, facts: ReviewCardFacts, groups: set[str], *, digest_takers: bool = True
+) -> list[str]:
+    """Chat ids of the active, linked members of ``groups``, the requester left out."""
+    statement = select(User).where(
+        User.organization_id == facts.organization_id,
+        col(User.chat_id).is_not(None),
+        User.status == UserStatus.ACTIVE,
+        User.id != facts.requester_id,
     )
+    if not digest_takers:
+        statement = statement.where(col(User.reminders_by_dm).is_(False))
     return sorted(
-        user.chat_id for user in candidates if user.chat_id and undecided.intersection(user.groups)
+        user.chat_id
+        for user in db.exec(statement)
+        if user.chat_id and groups.intersection(user.groups)
     )

@@ -33,6 +33,11 @@ class ReviewStatus(StrEnum):
     EXECUTED = "EXECUTED"
     UNKNOWN = "UNKNOWN"
 
+    @property
+    def word(self) -> str:
+        """The status as people read it on a card or a page."""
+        return "running" if self is ReviewStatus.PROCESSING else self.value.lower()
+
 
 class Decision(StrEnum):
     """What a reviewer may ask for (spec 2.1)."""

@@ -39,5 +39,5 @@ def in_words(span: timedelta) -> str:
     for unit, seconds in (("day", 86_400), ("hour", 3_600), ("minute", 60), ("second", 1)):
         count, remaining = divmod(remaining, seconds)
         if count:
-            parts.append(f"{count} {unit}" + ("" if count == 1 else "s"))
+            parts.append(f"{count:,} {unit}" + ("" if count == 1 else "s"))
     return " ".join(parts) or "0 seconds"
