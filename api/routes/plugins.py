@@ -3,6 +3,7 @@ from fastapi import APIRouter
 from api.deps import ChatDep, CredentialsFirstRoute, CurrentUser, DbDep, SecretBoxDep
 from api.errors import more_error_responses
 from models.chat.runtime import configuration_check, plugin_changed
+from models.core import errors
 from models.plugins import service as plugin_service
 from models.plugins.config import PluginConfigIn
 from models.plugins.schema import PluginCreate, PluginPublic, PluginUpdate
@@ -46,12 +47,38 @@ def get_plugin(name: str, db: DbDep, user: CurrentUser) -> PluginPublic:
     return plugin_service.get_plugin(db=db, actor=user, name=name)
 
 
-@router.put("/{name}")
-def update_plugin(name: str, request: PluginUpdate, db: DbDep, user: CurrentUser) -> PluginPublic:
-    """Replace the connections of a plugin (admins); for chat, each connection's channel ids."""
-    return plugin_service.update_plugin(
-        db=db, actor=user, name=name, connections=request.connections
+@router.put("/{name}", responses=UNUSABLE_CONFIGURATION)
+def update_plugin(
+    name: str,
+    request: PluginUpdate,
+    db: DbDep,
+    user: CurrentUser,
+    secret_box: SecretBoxDep,
+    chat: ChatDep,
+) -> PluginPublic:
+    """Replace the connections of a plugin (admins); for chat, each connection's channel ids.
+
+    What `GET` answers may be sent back as it is: `name` must be the path's (400 otherwise),
+    `id`, `priority`, `source` and `config.id` are ignored, and a `config` replaces the
+    configuration as `PUT /plugins/{name}/config` does (REDACTED keeps a stored value).
+    """
+    if request.name is not None and request.name != name:
+        raise errors.InvalidRequest(
+            f"name: the body names plugin {request.name!r}, the path {name!r}; a plugin cannot "
+            "be renamed"
+        )
+    plugin = plugin_service.update_plugin(
+        db=db,
+        actor=user,
+        name=name,
+        connections=request.connections,
+        config=request.config,
+        secret_box=secret_box,
+        live_check=configuration_check(chat),
     )
+    if request.config is not None:
+        plugin_changed(chat, name)
+    return plugin
 
 
 @router.put("/{name}/config", responses=UNUSABLE_CONFIGURATION)

@@ -14,6 +14,7 @@ every card to CHAT_DEFAULT_CHANNEL as well when it is set.
 
 import base64
 import re
+import uuid
 from collections.abc import Callable, Mapping
 
 import pydantic
@@ -76,6 +77,8 @@ def decode_envvars(envvars: Mapping[str, str]) -> dict[str, bytes]:
         problem = envvar_name_problem(name)
         if problem is not None:
             raise ValueError(f"key {name!r} {problem}")
+        if value == REDACTED:  # what every response shows: the stored value, kept
+            continue
         try:
             decoded[name] = decode_envvar_value(value)
         except ValueError as exc:
@@ -86,15 +89,20 @@ def decode_envvars(envvars: Mapping[str, str]) -> dict[str, bytes]:
 class PluginConfigIn(RequestBody):
     """Body of ``PUT /plugins/{name}/config``: values are standard base64 of the real value."""
 
+    id: uuid.UUID | None = pydantic.Field(
+        default=None, description="Read-only (what GET shows); ignored."
+    )
+
     envvars: dict[str, str] = pydantic.Field(
         description="Environment-variable names to standard base64 values (each at most 100 KB "
-        "decoded). Stored encrypted; every response shows them as REDACTED.",
+        "decoded). Stored encrypted; every response shows them as REDACTED, and REDACTED sent "
+        "back keeps the value stored.",
         json_schema_extra={
             "maxProperties": MAX_ENVVARS,
             "propertyNames": {"pattern": f"^{ENVVAR_NAME.pattern}$", "maxLength": MAX_ENVVAR_NAME},
             "additionalProperties": {
                 "type": "string",
-                "pattern": f"^{STANDARD_BASE64.pattern}$",
+                "pattern": f"^(?:{STANDARD_BASE64.pattern}|{REDACTED})$",
                 "maxLength": MAX_ENCODED_VALUE_CHARS,
             },
         },
@@ -108,8 +116,12 @@ class PluginConfigIn(RequestBody):
         return envvars
 
     def decoded(self) -> dict[str, bytes]:
-        """The values, decoded (validated already)."""
+        """The values sent, decoded (validated already); REDACTED ones are not among them."""
         return decode_envvars(self.envvars)
+
+    def kept(self) -> list[str]:
+        """The variables sent back as REDACTED: they keep the value stored."""
+        return sorted(name for name, value in self.envvars.items() if value == REDACTED)
 
 
 def _check_chat(values: Mapping[str, bytes]) -> None:

@@ -95,7 +95,19 @@ class PluginCreate(RequestBody):
 
 
 class PluginUpdate(RequestBody):
+    """Body of ``PUT /plugins/{name}``: what ``GET`` answers can be sent back as it is.
+
+    ``name`` must be the path's; ``id``, ``priority``, ``source`` and ``config.id`` are the
+    service's own and are ignored; a ``config`` replaces the configuration, its REDACTED values
+    keeping the stored ones.
+    """
+
     connections: list[PluginConnectionIn]
+    name: str | None = pydantic.Field(default=None, description="Must be the path's name.")
+    config: PluginConfigIn | None = None
+    id: uuid.UUID | None = pydantic.Field(default=None, description="Read-only; ignored.")
+    priority: int | None = pydantic.Field(default=None, description="Read-only; ignored.")
+    source: None = pydantic.Field(default=None, description="Read-only; ignored.")
 
 
 class PluginConfigPublic(BaseModel):

@@ -46,6 +46,11 @@ def create_plugin(
     require_admin(actor)
     plugin = Plugin(organization_id=actor.organization_id, name=request.name)
     if request.config is not None:
+        if request.config.kept():
+            raise errors.InvalidRequest(
+                f"envvars.{request.config.kept()[0]}: {REDACTED} keeps a stored value, and a new "
+                "plugin has none; send the value in base64"
+            )
         values = _runnable_values(request.name, request.config, live_check)
         plugin.envvars = _sealed(plugin, values, secret_box)
     with write_transaction(db):
@@ -70,7 +75,8 @@ def update_plugin_config(
     _get_plugin(db, actor, name)  # 404 before asking anyone about the values
     # Checked outside the transaction: a live check talks to another service, and no row lock
     # should wait on the network.
-    values = _runnable_values(PluginName(name), request, live_check)
+    stored = _kept_values(db, actor, name, request, secret_box)
+    values = _runnable_values(PluginName(name), request, live_check, stored=stored)
     with write_transaction(db):
         plugin = _get_plugin(db, actor, name, for_update=True)
         plugin.envvars = _sealed(plugin, values, secret_box)
@@ -108,10 +114,38 @@ def plugin_envvars(
     }
 
 
-def _runnable_values(
-    name: PluginName, config: PluginConfigIn, live_check: LiveCheck | None
+def _kept_values(
+    db: Session, actor: User, name: str, config: PluginConfigIn, secret_box: SecretBox
 ) -> dict[str, bytes]:
-    values = config.decoded()
+    """The stored values of the variables sent back as REDACTED; 400 for one never stored."""
+    kept = config.kept()
+    if not kept:
+        return {}
+    stored = (
+        plugin_envvars(
+            db=db,
+            organization_id=actor.organization_id,
+            name=PluginName(name),
+            secret_box=secret_box,
+        )
+        or {}
+    )
+    missing = [key for key in kept if key not in stored]
+    if missing:
+        raise errors.InvalidRequest(
+            f"envvars.{missing[0]}: {REDACTED} keeps the stored value, and {missing[0]} has none; "
+            "send its value in base64"
+        )
+    return {key: stored[key] for key in kept}
+
+
+def _runnable_values(
+    name: PluginName,
+    config: PluginConfigIn,
+    live_check: LiveCheck | None,
+    stored: Mapping[str, bytes] | None = None,
+) -> dict[str, bytes]:
+    values = {**config.decoded(), **(stored or {})}
     check_runnable(name, values)
     if live_check is not None:
         live_check(name, values)
@@ -131,13 +165,32 @@ def _seal_context(plugin: Plugin, key: str) -> str:
 
 
 def update_plugin(
-    *, db: Session, actor: User, name: str, connections: list[PluginConnectionIn]
+    *,
+    db: Session,
+    actor: User,
+    name: str,
+    connections: list[PluginConnectionIn],
+    config: PluginConfigIn | None = None,
+    secret_box: SecretBox | None = None,
+    live_check: LiveCheck | None = None,
 ) -> PluginPublic:
-    """Replace the connections of a plugin. Commit."""
+    """Replace the connections of a plugin, and its configuration when ``config`` is given
+    (``secret_box`` then seals it), in one transaction: a refusal changes neither. Commit."""
     require_admin(actor)
+    _get_plugin(db, actor, name)  # 404 before asking anyone about the values
+    values = None
+    if config is not None:
+        if secret_box is None:
+            raise ValueError("a configuration is sealed with the secret box")
+        stored = _kept_values(db, actor, name, config, secret_box)
+        values = _runnable_values(PluginName(name), config, live_check, stored=stored)
     with write_transaction(db):
-        plugin = _get_plugin(db, actor, name)
+        plugin = _get_plugin(db, actor, name, for_update=True)
         _replace_connections(db, actor, plugin, connections)
+        if values is not None and secret_box is not None:
+            plugin.envvars = _sealed(plugin, values, secret_box)
+            db.add(plugin)
+            announce(db, plugin_topic(plugin.name))
     return plugin_view(db, plugin)
 
 

@@ -360,3 +360,82 @@ def test_disabling_access_control_opens_connections_again(client, admin, dev):
     client.delete("/api/plugins/access_control", headers=admin.headers)
 
     assert open_session_on(client, dev, "pg-prod").status_code == 201
+
+
+def test_what_get_answers_can_be_put_back_as_it_is(client, engine, admin, chat_plugin):
+    make_connection(client, admin)
+    client.put("/api/plugins/chat/config", json=CHAT_CONFIG, headers=admin.headers)
+    client.put(
+        "/api/plugins/chat",
+        json={"connections": [{"name": "pg-prod", "config": ["C0DBA"]}]},
+        headers=admin.headers,
+    )
+    read = client.get("/api/plugins/chat", headers=admin.headers).json()
+
+    again = client.put("/api/plugins/chat", json=read, headers=admin.headers)
+
+    assert again.status_code == 200, again.text
+    assert again.json() == read
+    # REDACTED sent back kept the stored tokens.
+    assert stored_value(engine, "chat", "CHAT_BOT_TOKEN") == BOT_TOKEN.encode()
+    assert stored_value(engine, "chat", "CHAT_APP_TOKEN") == APP_TOKEN.encode()
+
+
+def test_redacted_keeps_one_value_while_another_changes(client, engine, admin, chat_plugin):
+    client.put("/api/plugins/chat/config", json=CHAT_CONFIG, headers=admin.headers)
+    new_bot = "xoxb-2222222222-3333333333-NewNewNewNewNewNewNewNewNe"
+
+    answer = client.put(
+        "/api/plugins/chat/config",
+        json={"envvars": {"CHAT_APP_TOKEN": "REDACTED", "CHAT_BOT_TOKEN": b64(new_bot)}},
+        headers=admin.headers,
+    )
+
+    assert answer.status_code == 200, answer.text
+    assert stored_value(engine, "chat", "CHAT_APP_TOKEN") == APP_TOKEN.encode()
+    assert stored_value(engine, "chat", "CHAT_BOT_TOKEN") == new_bot.encode()
+
+
+def test_a_put_naming_another_plugin_is_400_and_changes_nothing(client, admin, chat_plugin):
+    answer = client.put(
+        "/api/plugins/chat",
+        json={"name": "review", "connections": [{"name": "nope", "config": []}]},
+        headers=admin.headers,
+    )
+
+    assert answer.status_code == 400
+    assert answer.json()["message"].startswith("name: the body names plugin 'review'")
+
+
+def test_redacted_for_a_value_never_stored_is_400(client, engine, admin, chat_plugin):
+    answer = client.put(
+        "/api/plugins/chat/config",
+        json={"envvars": {"CHAT_APP_TOKEN": "REDACTED", "CHAT_BOT_TOKEN": b64(BOT_TOKEN)}},
+        headers=admin.headers,
+    )
+    created = client.post(
+        "/api/plugins",
+        json={"name": "webhooks", "config": {"envvars": {"KEY": "REDACTED"}}},
+        headers=admin.headers,
+    )
+
+    assert answer.status_code == 400
+    assert answer.json()["message"].startswith(
+        "envvars.CHAT_APP_TOKEN: REDACTED keeps the stored value, and CHAT_APP_TOKEN has none"
+    )
+    assert stored_envvars(engine, "chat") == {}
+    assert created.status_code == 400
+    assert "a new plugin has none" in created.json()["message"]
+
+
+def test_a_refused_configuration_in_a_put_changes_no_connection(client, admin, chat_plugin):
+    make_connection(client, admin)
+    body = {
+        "connections": [{"name": "pg-prod", "config": ["C0DBA"]}],
+        "config": {"envvars": {"CHAT_BOT_TOKEN": b64("not-a-token")}},
+    }
+
+    answer = client.put("/api/plugins/chat", json=body, headers=admin.headers)
+
+    assert answer.status_code == 422
+    assert client.get("/api/plugins/chat", headers=admin.headers).json()["connections"] == []
