@@ -13,6 +13,7 @@ from starlette.concurrency import run_in_threadpool
 
 from models.chat.runtime import ChatRuntime
 from models.core import errors
+from models.core.clock import utc_now
 from models.core.db import db_scope
 from models.core.sealing import SecretBox
 from models.core.throttle import BEARER_TOKENS, SIDECAR_TOKENS, Throttle
@@ -200,27 +201,34 @@ async def _check_sidecar_first(request: Request) -> None:
     if not token:
         raise errors.Unauthenticated(sidecar_service.MISSING_TOKEN)
     state, address = request.app.state, client_address(request)
+    handshake = request.url.path.endswith("/sidecars/handshake")
 
     def authenticate() -> AuthenticatedSidecar:
         with db_scope(state.engine) as db:
             return authenticate_sidecar(
-                db=db, token=token, throttle=state.throttle, address=address
+                db=db, token=token, throttle=state.throttle, address=address, handshake=handshake
             )
 
     request.state.sidecar = await run_in_threadpool(authenticate)
 
 
 def authenticate_sidecar(
-    *, db: Session, token: str | None, throttle: Throttle, address: str
+    *, db: Session, token: str | None, throttle: Throttle, address: str, handshake: bool = False
 ) -> AuthenticatedSidecar:
-    """The sidecar the token names; refused tokens are throttled per address and sidecar."""
+    """The sidecar the token names; refused tokens are throttled per address and sidecar, and
+    refused handshakes recorded (audit trail, webhook event)."""
     principal = str(sidecar_service.sidecar_id_in(token or "") or "")
     throttle.refuse_if_blocked(SIDECAR_TOKENS, address=address, principal=principal)
     try:
         return sidecar_service.authenticate_sidecar(db=db, token=token)
-    except errors.Unauthenticated:
+    except errors.Unauthenticated as refusal:
         if token:  # no token at all is a client not configured yet, not a guess
             throttle.record_failure(SIDECAR_TOKENS, address=address, principal=principal)
+        if handshake:
+            db.rollback()
+            sidecar_service.record_refused_handshake(
+                db=db, token=token, address=address, reason=str(refusal), now=utc_now()
+            )
         raise
 
 

@@ -2,6 +2,7 @@
 
 from sqlmodel import SQLModel
 
+from models.audit.schema import AuditEvent
 from models.chat.channel_health import ChatChannelHealth
 from models.chat.links import ChatLinkCode
 from models.chat.messages import ChatDeliveryClaim, ChatMessage
@@ -18,11 +19,13 @@ from models.sessions.schema import GatewaySession
 from models.sidecars.schema import Sidecar
 from models.sign_in.browser_sessions import BrowserSession
 from models.users.schema import Organization, User
+from models.webhooks.schema import WebhookDelivery, WebhookEndpoint, WebhookEvent
 
 metadata = SQLModel.metadata
 
 __all__ = [
     "AccessRequestRule",
+    "AuditEvent",
     "BrowserSession",
     "ChatChannelHealth",
     "ChatDeliveryClaim",
@@ -43,5 +46,8 @@ __all__ = [
     "Sidecar",
     "ThrottleCounter",
     "User",
+    "WebhookDelivery",
+    "WebhookEndpoint",
+    "WebhookEvent",
     "metadata",
 ]

@@ -58,7 +58,9 @@ async def link(request: Request) -> Response:
         try:
             await in_db(
                 request,
-                lambda db: finish_chat_link(db=db, actor=signed_in.user, code=code, now=utc_now()),
+                lambda db: finish_chat_link(
+                    db=db, actor=signed_in.user, code=code, now=utc_now(), door="page"
+                ),
             )
         except errors.UnknownCode:
             throttle.record_failure(CHAT_LINK_CODES, address=address, principal=principal)

@@ -78,12 +78,20 @@ async def sign_in_with_token(request: Request) -> Response:
         )
     except errors.Unauthenticated as error:
         throttle.record_failure(SIGN_INS, address=address)
+        reason = str(error)
+        await in_db(
+            request,
+            lambda db: attempts.record_refused_sign_in(
+                db, door="page", address=address, reason=reason, now=utc_now()
+            ),
+        )
         return page(request, "sign_in.html", 401, next=_next(request, None), error=str(error))
     except errors.DomainError as error:
         return refusal(request, error)
 
     def start(db: Session) -> Response:
         user = authenticated_user(db=db, sub=sub)
+        attempts.record_sign_in(db, user, door="page", now=utc_now(), how="token")
         return browser_signed_in(request, db, user.id, target)
 
     try:

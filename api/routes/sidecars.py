@@ -77,7 +77,11 @@ def _handshake(request: Request, token: str, raw_body: bytes | None) -> Handshak
     signer: LicenseSigner = state.license_signer
     with db_scope(engine) as db:
         sidecar = authenticate_sidecar(
-            db=db, token=token, throttle=state.throttle, address=client_address(request)
+            db=db,
+            token=token,
+            throttle=state.throttle,
+            address=client_address(request),
+            handshake=True,
         )
         if raw_body is None:  # at most ACCESSGATE_MAX_BODY_BYTES, read by the event loop
             raw_body = anyio.from_thread.run(request.body)

@@ -85,8 +85,11 @@ def callback(
         signed_in = attempts.finish_sign_in(
             db=db, client=client, secret_box=secret_box, code=code, state=state, now=utc_now()
         )
-    except errors.Unauthenticated:
+    except errors.Unauthenticated as refusal:
         throttle.record_failure(SIGN_INS, address=address)
+        attempts.record_refused_sign_in(
+            db, door="api", address=address, reason=str(refusal), now=utc_now()
+        )
         raise
     if signed_in.page is not None:  # a browser signing in to a page: a session, not a token
         return browser_signed_in(request, db, signed_in.user.id, signed_in.page)

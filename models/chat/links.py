@@ -16,7 +16,10 @@ from datetime import datetime, timedelta
 from sqlalchemy import String, func
 from sqlmodel import Field, Session, SQLModel, col, delete, select
 
+from models.audit.schema import AuditKind
+from models.audit.service import record_audit
 from models.core import errors
+from models.core.clock import utc_now
 from models.core.db import UTCDateTime, flush_or_conflict, write_transaction
 from models.users.schema import User, UserPublic, UserStatus
 from models.users.service import require_active, user_view
@@ -57,8 +60,10 @@ def start_chat_link(*, db: Session, chat_id: str, now: datetime) -> str:
     return code
 
 
-def finish_chat_link(*, db: Session, actor: User, code: str, now: datetime) -> UserPublic:
-    """Use up ``code`` and link its chat user to ``actor``; commit."""
+def finish_chat_link(
+    *, db: Session, actor: User, code: str, now: datetime, door: str = "api"
+) -> UserPublic:
+    """Use up ``code`` and link its chat user to ``actor``; commit. ``door``: api or page."""
     with write_transaction(db):
         link = db.get(ChatLinkCode, _code_hash(code), with_for_update=True)
         if link is None or link.created_at < now - LINK_CODE_LIFETIME:
@@ -73,7 +78,20 @@ def finish_chat_link(*, db: Session, actor: User, code: str, now: datetime) -> U
             db,
             "that chat account is linked to another user; an administrator can unlink it",
         )
+        _audit_link(db, user, door, now, how="one-time code")
     return user_view(user)
+
+
+def _audit_link(db: Session, user: User, door: str, now: datetime, *, how: str) -> None:
+    record_audit(
+        db,
+        kind=AuditKind.CHAT_LINKED,
+        actor=user,
+        door=door,
+        target=f"user:{user.sub}",
+        now=now,
+        details={"chat_id": user.chat_id, "how": how},
+    )
 
 
 def user_by_chat_id(*, db: Session, chat_id: str) -> User | None:
@@ -116,6 +134,7 @@ def link_by_verified_email(*, db: Session, chat_id: str, email: str) -> User | N
             user.chat_id = chat_id
             db.add(user)
             flush_or_conflict(db, "already linked")
+            _audit_link(db, user, "slack", utc_now(), how="verified e-mail")
     except errors.Conflict:  # someone linked this chat user meanwhile
         return None
     return user

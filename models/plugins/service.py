@@ -2,11 +2,15 @@
 
 import uuid
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from sqlmodel import Session, col, delete, select
 
+from models.audit.schema import AuditKind
+from models.audit.service import actor_label, record_audit
 from models.connections.schema import Connection
 from models.core import errors
+from models.core.clock import utc_now
 from models.core.db import flush_or_conflict, write_transaction
 from models.core.sealing import SecretBox
 from models.core.signals import announce
@@ -23,6 +27,8 @@ from models.plugins.schema import (
 )
 from models.users.schema import User, validate_group_names
 from models.users.service import require_admin
+from models.webhooks.events import publish_event
+from models.webhooks.schema import WebhookKind
 
 # Asks the service a plugin talks to whether it accepts a configuration (the chat bot checks
 # its tokens with Slack); raises UnusableConfiguration. Called before anything is stored.
@@ -58,6 +64,14 @@ def create_plugin(
         flush_or_conflict(db, f"the {request.name} plugin already exists")
         _replace_connections(db, actor, plugin, request.connections)
         announce(db, plugin_topic(plugin.name))
+        _audit(
+            db,
+            AuditKind.PLUGIN_CREATED,
+            actor,
+            plugin,
+            connections=[item.name or str(item.id) for item in request.connections],
+            keys=sorted(plugin.envvars),
+        )
     return plugin_view(db, plugin)
 
 
@@ -79,10 +93,46 @@ def update_plugin_config(
     values = _runnable_values(PluginName(name), request, live_check, stored=stored)
     with write_transaction(db):
         plugin = _get_plugin(db, actor, name, for_update=True)
+        _audit_config_change(db, actor, plugin, values, secret_box)
         plugin.envvars = _sealed(plugin, values, secret_box)
         db.add(plugin)
         announce(db, plugin_topic(plugin.name))
     return plugin_view(db, plugin)
+
+
+def _audit(db: Session, kind: AuditKind, actor: User, plugin: Plugin, **details: Any) -> None:
+    record_audit(
+        db,
+        kind=kind,
+        actor=actor,
+        door="api",
+        target=f"plugin:{plugin.name}",
+        now=utc_now(),
+        details=details,
+    )
+
+
+def _audit_config_change(
+    db: Session, actor: User, plugin: Plugin, values: Mapping[str, bytes], secret_box: SecretBox
+) -> None:
+    """Which variables the new configuration adds, removes and changes: names, never values."""
+    before = {
+        key: secret_box.open(sealed, context=_seal_context(plugin, key))
+        for key, sealed in plugin.envvars.items()
+    }
+    changes = {
+        "added": sorted(set(values) - set(before)),
+        "removed": sorted(set(before) - set(values)),
+        "changed": sorted(key for key in set(values) & set(before) if values[key] != before[key]),
+    }
+    _audit(db, AuditKind.PLUGIN_CONFIG_CHANGED, actor, plugin, **changes)
+    publish_event(
+        db,
+        kind=WebhookKind.PLUGIN_CONFIG_CHANGED,
+        organization_id=plugin.organization_id,
+        now=utc_now(),
+        data={"plugin": plugin.name, "actor": actor_label(actor), **changes},
+    )
 
 
 def delete_plugin(*, db: Session, actor: User, name: str) -> None:
@@ -93,6 +143,7 @@ def delete_plugin(*, db: Session, actor: User, name: str) -> None:
         db.exec(delete(PluginConnection).where(col(PluginConnection.plugin_id) == plugin.id))
         db.delete(plugin)
         announce(db, plugin_topic(plugin.name))
+        _audit(db, AuditKind.PLUGIN_DELETED, actor, plugin)
 
 
 def plugin_envvars(
@@ -187,7 +238,15 @@ def update_plugin(
     with write_transaction(db):
         plugin = _get_plugin(db, actor, name, for_update=True)
         _replace_connections(db, actor, plugin, connections)
+        _audit(
+            db,
+            AuditKind.PLUGIN_UPDATED,
+            actor,
+            plugin,
+            connections=[item.name or str(item.id) for item in connections],
+        )
         if values is not None and secret_box is not None:
+            _audit_config_change(db, actor, plugin, values, secret_box)
             plugin.envvars = _sealed(plugin, values, secret_box)
             db.add(plugin)
             announce(db, plugin_topic(plugin.name))

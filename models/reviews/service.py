@@ -10,6 +10,8 @@ from sqlalchemy import ColumnElement, bindparam, exists, insert, or_, update
 from sqlalchemy import select as core_select
 from sqlmodel import Session, col, select
 
+from models.audit.schema import AuditKind
+from models.audit.service import SYSTEM_ACTOR, record_audit
 from models.core import errors
 from models.core.db import new_id, table_of, write_transaction
 from models.delivery.outbox import EventKind, record_review_event
@@ -28,6 +30,8 @@ from models.reviews.schema import (
 )
 from models.reviews.timing import in_words
 from models.users.schema import User
+from models.webhooks.events import publish_event
+from models.webhooks.schema import WebhookKind
 
 REVIEW_NOT_FOUND = "review not found"
 
@@ -465,6 +469,67 @@ def _record(
             "door": door.value,
         },
     )
+    told = _FINAL_KINDS.get(outcome.status)
+    if told is not None and outcome.status is not before.status:
+        publish_event(
+            db,
+            kind=told,
+            organization_id=review["organization_id"],
+            review_id=review["id"],
+            now=now,
+            data={
+                **_event_review(review),
+                "status_before": before.status.value,
+                "actor": {"id": str(actor.id), "email": actor.email, "name": actor.name},
+                "door": door.value,
+                "groups": sorted(outcome.entries),
+                "forced": outcome.forced,
+            },
+        )
+    record_audit(
+        db,
+        kind=AuditKind.REVIEW_DECIDED,
+        actor=actor,
+        door=door.value,
+        target=f"review:{review['id']}",
+        review_id=review["id"],
+        now=now,
+        details={
+            "decision": request.status.value,
+            "groups": sorted(outcome.entries),
+            "forced": outcome.forced,
+            "status_before": before.status.value,
+            "status_after": outcome.status.value,
+            "reason": request.rejection_reason,
+        },
+    )
+
+
+_FINAL_KINDS = {
+    ReviewStatus.APPROVED: WebhookKind.REVIEW_APPROVED,
+    ReviewStatus.REJECTED: WebhookKind.REVIEW_REJECTED,
+    ReviewStatus.REVOKED: WebhookKind.REVIEW_REVOKED,
+}
+
+
+def _event_review(review: Mapping[str, Any]) -> dict[str, Any]:
+    """What every review event tells of the review as it now is (version 1 of the payload)."""
+
+    def moment(value: datetime | None) -> str | None:
+        return None if value is None else value.isoformat()
+
+    return {
+        "review_id": str(review["id"]),
+        "session_id": str(review["session_id"]),
+        "connection": review["connection_name"],
+        "type": review["type"].value,
+        "status": review["status"].value,
+        "requester_id": str(review["owner_id"]),
+        "reason": review["reason"],
+        "rejection_reason": review["rejection_reason"],
+        "revoke_at": moment(review["revoke_at"]),
+        "expires_at": moment(review["expires_at"]),
+    }
 
 
 # -- expiry -----------------------------------------------------------------------------------
@@ -523,6 +588,29 @@ def expire_review(db: Session, review: dict[str, Any], *, now: datetime) -> None
             "actor_id": None,
             "door": Door.SYSTEM.value,
             "expired": True,
+        },
+    )
+    publish_event(
+        db,
+        kind=WebhookKind.REVIEW_EXPIRED,
+        organization_id=review["organization_id"],
+        review_id=review["id"],
+        now=now,
+        data={**_event_review(review), "status_before": ReviewStatus.PENDING.value},
+    )
+    record_audit(
+        db,
+        kind=AuditKind.REVIEW_EXPIRED,
+        actor=None,
+        actor_name=SYSTEM_ACTOR,
+        organization_id=review["organization_id"],
+        door=Door.SYSTEM.value,
+        target=f"review:{review['id']}",
+        review_id=review["id"],
+        now=now,
+        details={
+            "status_after": ReviewStatus.REJECTED.value,
+            "reason": changes["rejection_reason"],
         },
     )
 

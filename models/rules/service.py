@@ -1,11 +1,15 @@
 """Access request rules: admin CRUD, and finding the rule that governs a connection."""
 
 import uuid
+from typing import Any
 
 from sqlmodel import Session, col, select
 
+from models.audit.schema import AuditKind
+from models.audit.service import record_audit
 from models.connections.schema import Connection
 from models.core import errors
+from models.core.clock import utc_now
 from models.core.db import flush_or_conflict, write_transaction
 from models.rules.schema import AccessRequestRule, AccessRequestRuleIn, AccessRequestRulePublic
 from models.users.schema import User
@@ -23,6 +27,7 @@ def create_rule(
         _check_connections(db, actor, request, replacing=None)
         rule = AccessRequestRule(organization_id=actor.organization_id, **request.model_dump())
         _save(db, rule, request.name)
+        _audit(db, AuditKind.RULE_CREATED, actor, rule, request.model_dump(mode="json"))
     return AccessRequestRulePublic.model_validate(rule)
 
 
@@ -34,9 +39,13 @@ def replace_rule(
     with write_transaction(db):
         rule = _get_rule(db, actor, rule_id)
         _check_connections(db, actor, request, replacing=rule.id)
+        before = AccessRequestRulePublic.model_validate(rule).model_dump(mode="json")
         for field, value in request.model_dump().items():
             setattr(rule, field, value)
         _save(db, rule, request.name)
+        after = request.model_dump(mode="json")
+        changed = sorted(key for key, value in after.items() if before.get(key) != value)
+        _audit(db, AuditKind.RULE_UPDATED, actor, rule, {"changed": changed, "rule": after})
     return AccessRequestRulePublic.model_validate(rule)
 
 
@@ -44,7 +53,9 @@ def delete_rule(*, db: Session, actor: User, rule_id: uuid.UUID) -> None:
     """Delete a rule. Commit."""
     require_admin(actor)
     with write_transaction(db):
-        db.delete(_get_rule(db, actor, rule_id))
+        rule = _get_rule(db, actor, rule_id)
+        db.delete(rule)
+        _audit(db, AuditKind.RULE_DELETED, actor, rule, {})
 
 
 def get_rule(*, db: Session, actor: User, rule_id: uuid.UUID) -> AccessRequestRulePublic:
@@ -114,3 +125,17 @@ def _check_connections(
 def _save(db: Session, rule: AccessRequestRule, name: str) -> None:
     db.add(rule)
     flush_or_conflict(db, f"an access request rule named {name!r} already exists")
+
+
+def _audit(
+    db: Session, kind: AuditKind, actor: User, rule: AccessRequestRule, details: dict[str, Any]
+) -> None:
+    record_audit(
+        db,
+        kind=kind,
+        actor=actor,
+        door="api",
+        target=f"rule:{rule.name}",
+        now=utc_now(),
+        details=details,
+    )

@@ -6,6 +6,8 @@ from datetime import datetime
 
 from sqlmodel import Session, select
 
+from models.audit.schema import AuditKind
+from models.audit.service import record_audit
 from models.connections.schema import Connection
 from models.connections.service import find_connection
 from models.core import errors
@@ -162,6 +164,23 @@ def _open(
         review = _create_review(
             db, gateway_session, policy, now=now, origin=origin, timing=timing, reason=reason
         )
+        record_audit(
+            db,
+            kind=AuditKind.REVIEW_CREATED,
+            actor=owner,
+            door="api" if origin is None else "sidecar",
+            target=f"review:{review.id}",
+            review_id=review.id,
+            now=now,
+            details={
+                "connection": connection.name,
+                "type": gateway_session.type.value,
+                "reason": reason,
+                "rule": policy.rule_name,
+                "sidecar_id": None if origin is None else str(origin.sidecar_id),
+                "listener": None if origin is None else origin.listener_name,
+            },
+        )
     return gateway_session, review
 
 
@@ -257,6 +276,16 @@ def execute_session(
         if gateway_session.executed_at is None:
             gateway_session.executed_at = now
             db.add(gateway_session)
+            record_audit(
+                db,
+                kind=AuditKind.SESSION_EXECUTED,
+                actor=actor,
+                door="api",
+                target=f"session:{gateway_session.id}",
+                review_id=None if review is None else review.id,
+                now=now,
+                details={"connection": gateway_session.connection_name},
+            )
     return _session_view(db, gateway_session, review)
 
 

@@ -5,11 +5,14 @@ import hmac
 import secrets
 import uuid
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import bindparam
 from sqlmodel import Session, col, select, update
 
+from models.audit.schema import AuditKind
+from models.audit.service import record_audit
 from models.connections.service import find_connection
 from models.core import errors
 from models.core.db import UTCDateTime, flush_or_conflict, new_id, write_transaction
@@ -33,7 +36,9 @@ from models.sidecars.schema import (
     SidecarReviewCreate,
 )
 from models.users.schema import Organization, User, UserStatus
-from models.users.service import require_admin
+from models.users.service import default_organization, require_admin
+from models.webhooks.events import publish_event
+from models.webhooks.schema import WebhookKind
 
 TOKEN_PREFIX = "ags_"  # noqa: S105 - marks a sidecar token, e.g. for secret scanners
 TOKEN_SECRET_BYTES = 32
@@ -75,6 +80,7 @@ def create_sidecar(
     with write_transaction(db):
         db.add(sidecar)
         flush_or_conflict(db, f"a sidecar named {request.name!r} already exists")
+        _audit(db, AuditKind.SIDECAR_CREATED, actor, sidecar, now)
     return SidecarCreated(id=sidecar.id, name=sidecar.name, token=token)
 
 
@@ -103,6 +109,7 @@ def revoke_sidecar(*, db: Session, actor: User, sidecar_id: uuid.UUID, now: date
         if sidecar.revoked_at is None:
             sidecar.revoked_at = now
             db.add(sidecar)
+            _audit(db, AuditKind.SIDECAR_REVOKED, actor, sidecar, now)
 
 
 def configure_sidecar(
@@ -122,7 +129,68 @@ def configure_sidecar(
         sidecar.config = config.model_dump(mode="json")
         sidecar.configured_at = now
         db.add(sidecar)
+        _audit(
+            db,
+            AuditKind.SIDECAR_CONFIGURED,
+            actor,
+            sidecar,
+            now,
+            listeners=[listener.name for listener in config.listeners],
+        )
     return sidecar_view(sidecar)
+
+
+def _audit(
+    db: Session, kind: AuditKind, actor: User, sidecar: Sidecar, now: datetime, **details: Any
+) -> None:
+    record_audit(
+        db,
+        kind=kind,
+        actor=actor,
+        door="api",
+        target=f"sidecar:{sidecar.name}",
+        now=now,
+        details={"sidecar_id": str(sidecar.id), **details},
+    )
+
+
+def record_refused_handshake(
+    *, db: Session, token: str | None, address: str, reason: str, now: datetime
+) -> None:
+    """A handshake refused for its token: in the audit trail and out as a webhook event.
+
+    The sidecar the token claims to be is named when there is one; the token never is.
+    """
+    sidecar_id = sidecar_id_in(token or "")
+    sidecar = None if sidecar_id is None else db.get(Sidecar, sidecar_id)
+    organization_id = (
+        sidecar.organization_id if sidecar is not None else default_organization(db).id
+    )
+    details = {
+        "claimed_sidecar_id": None if sidecar is None else str(sidecar.id),
+        "claimed_sidecar": None if sidecar is None else sidecar.name,
+        "address": address,
+        "reason": reason,
+    }
+    with write_transaction(db):
+        record_audit(
+            db,
+            kind=AuditKind.SIDECAR_HANDSHAKE_REFUSED,
+            actor=None,
+            actor_name="sidecar" if sidecar is None else f"sidecar {sidecar.name}",
+            organization_id=organization_id,
+            door="sidecar",
+            target="sidecar:" + ("unknown" if sidecar is None else sidecar.name),
+            now=now,
+            details=details,
+        )
+        publish_event(
+            db,
+            kind=WebhookKind.SIDECAR_HANDSHAKE_REFUSED,
+            organization_id=organization_id,
+            now=now,
+            data=details,
+        )
 
 
 # Built once: the handshake is the hottest path of the service, and composing SQL for every

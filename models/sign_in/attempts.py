@@ -21,11 +21,19 @@ from urllib.parse import urlsplit
 
 from sqlmodel import Session
 
+from models.audit.schema import AuditKind
+from models.audit.service import record_audit
 from models.core import errors
+from models.core.db import write_transaction
 from models.core.sealing import SecretBox, UnsealError
 from models.sign_in.oidc import OidcClient
-from models.users.schema import UserPublic
-from models.users.service import authenticated_user, upsert_user, user_view
+from models.users.schema import User, UserPublic
+from models.users.service import (
+    authenticated_user,
+    default_organization,
+    upsert_user,
+    user_view,
+)
 
 ATTEMPT_LIFETIME = timedelta(minutes=10)
 STATE_CONTEXT = "sign_in_state"
@@ -131,9 +139,46 @@ def finish_sign_in(
         groups=identity.groups,
     )
     user = authenticated_user(db=db, sub=identity.sub)  # refuses inactive users
+    page = attempt.get("page")
+    record_sign_in(
+        db, user, door="api" if page is None else "page", now=now, how="identity provider"
+    )
     return SignedIn(
         user=user_view(user),
         access_token=access_token,
         return_to=attempt["return_to"],
         page=attempt.get("page"),
     )
+
+
+def record_sign_in(db: Session, user: User, *, door: str, now: datetime, how: str) -> None:
+    """A sign-in that succeeded, in the audit trail."""
+    with write_transaction(db):
+        record_audit(
+            db,
+            kind=AuditKind.SIGN_IN,
+            actor=user,
+            door=door,
+            target=f"user:{user.sub}",
+            now=now,
+            details={"how": how},
+        )
+
+
+def record_refused_sign_in(
+    db: Session, *, door: str, address: str, reason: str, now: datetime
+) -> None:
+    """A sign-in that was refused, in the audit trail (of the default organization: whoever
+    tried is not known)."""
+    db.rollback()
+    with write_transaction(db):
+        record_audit(
+            db,
+            kind=AuditKind.SIGN_IN_REFUSED,
+            actor=None,
+            organization_id=default_organization(db).id,
+            door=door,
+            target="sign-in",
+            now=now,
+            details={"address": address, "reason": reason},
+        )

@@ -5,7 +5,10 @@ import uuid
 from sqlalchemy import bindparam, update
 from sqlmodel import Session, col, select
 
+from models.audit.schema import AuditKind
+from models.audit.service import record_audit
 from models.core import errors
+from models.core.clock import utc_now
 from models.core.db import flush_or_conflict, write_transaction
 from models.users.schema import (
     ADMIN_GROUP,
@@ -43,6 +46,17 @@ def upsert_user(
         user = db.exec(select(User).where(User.sub == sub)).first()
         if user is None:
             user = User(sub=sub, organization_id=default_organization(db).id)
+            db.add(user)
+            db.flush()
+            record_audit(
+                db,
+                kind=AuditKind.USER_SIGNED_UP,
+                actor=user,
+                door="api",
+                target=f"user:{sub}",
+                now=utc_now(),
+                details={"groups": clean_groups or []},
+            )
         if email is not None:
             user.email = email
         if name is not None:
@@ -97,6 +111,7 @@ def update_user(*, db: Session, user_id: uuid.UUID, update: UserUpdate, actor: U
         if user is None or user.organization_id != actor.organization_id:
             raise errors.NotFound("user not found")
         changes = update.model_dump(exclude_unset=True)
+        before = {"status": user.status.value, "groups": user.groups, "chat_id": user.chat_id}
         if user.id == actor.id and changes.get("status") is UserStatus.INACTIVE:
             raise errors.InvalidRequest("you cannot set yourself inactive")
         if user.id == actor.id and update.groups is not None and ADMIN_GROUP not in update.groups:
@@ -109,6 +124,20 @@ def update_user(*, db: Session, user_id: uuid.UUID, update: UserUpdate, actor: U
             user.chat_id = update.chat_id or None
         db.add(user)
         flush_or_conflict(db, "that chat_id is already linked to another user")
+        after = {"status": user.status.value, "groups": user.groups, "chat_id": user.chat_id}
+        record_audit(
+            db,
+            kind=AuditKind.USER_UPDATED,
+            actor=actor,
+            door="api",
+            target=f"user:{user.sub}",
+            now=utc_now(),
+            details={
+                key: {"before": before[key], "after": after[key]}
+                for key in after
+                if before[key] != after[key]
+            },
+        )
     return user_view(user)
 
 

@@ -1,0 +1,1 @@
+"""The audit trail: every security-relevant act, recorded once, append-only."""

@@ -1,0 +1,1 @@
+"""Events out: signed HTTP deliveries to the endpoints admins register (Standard Webhooks)."""
