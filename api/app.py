@@ -12,6 +12,7 @@ from api.pages import reviews as review_page
 from api.pages import sign_in as sign_in_pages
 from api.request_limits import RequestLimits
 from api.routes import (
+    audit,
     chat,
     connections,
     health,
@@ -22,9 +23,11 @@ from api.routes import (
     sidecars,
     sign_in,
     users,
+    webhooks,
 )
 from api.scheduling import scheduler
 from api.urls import API_PREFIX
+from api.webhook_sender import webhook_sender
 from models.chat.runtime import ChatRuntimeFactory
 from models.core.db import create_db_engine, upgrade_database
 from models.core.sealing import SecretBox
@@ -75,6 +78,7 @@ def create_app(
             async with (
                 housekeeping(engine, settings.outbox_retention),
                 scheduler(engine, ReviewTiming.of(settings), settings.scheduler_interval_seconds),
+                webhook_sender(engine, app.state.secret_box, settings),
             ):
                 yield
         finally:
@@ -111,6 +115,8 @@ def create_app(
         reviews,
         sidecars,
         chat,
+        audit,
+        webhooks,
     ):
         app.include_router(router.router, prefix=API_PREFIX, responses=ERROR_RESPONSES)
     app.include_router(chat.slack_router)

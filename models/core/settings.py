@@ -141,6 +141,15 @@ class Settings(BaseSettings):
         "that are due.",
     )
 
+    webhook_retry_schedule: str = Field(
+        default="5s,5m,30m,2h,5h,10h,10h",
+        description="The waits between a webhook delivery's attempts (about a day in all); "
+        "after the last, the delivery is failed.",
+    )
+    webhook_timeout_seconds: float = Field(
+        default=10.0, gt=0, le=300, description="How long one webhook attempt may take."
+    )
+
     max_body_bytes: int = Field(
         default=1024 * 1024,
         ge=1024,
@@ -156,6 +165,24 @@ class Settings(BaseSettings):
         gt=0,
         description="A connection whose request headers take longer to arrive is closed.",
     )
+
+    @field_validator("webhook_retry_schedule")
+    @classmethod
+    def _a_schedule(cls, schedule: str) -> str:
+        waits = [part for part in schedule.split(",") if part.strip()]
+        if not waits:
+            raise ValueError("at least one wait, e.g. 5s,5m,30m")
+        for wait in waits:
+            parse_duration(wait)
+        return schedule
+
+    def retry_waits(self) -> list[timedelta]:
+        """The webhook retry schedule as waits."""
+        return [
+            duration
+            for part in self.webhook_retry_schedule.split(",")
+            if part.strip() and isinstance(duration := parse_duration(part), timedelta)
+        ]
 
     @field_validator("secret_key")
     @classmethod

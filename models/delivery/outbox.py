@@ -125,6 +125,13 @@ def record_review_event(
 
 # -- telling readers in this process -----------------------------------------------------------
 
+
+def note_new_events(db: Session) -> None:
+    """The caller's transaction adds events other deliverers (webhooks) wait for: wake them
+    when it commits."""
+    db.info[_HAS_NEW_EVENTS] = True
+
+
 _HAS_NEW_EVENTS = "accessgate_outbox_has_new_events"
 _listeners: list[Callable[[], None]] = []
 _listeners_lock = threading.Lock()

@@ -478,7 +478,7 @@ def _record(
             review_id=review["id"],
             now=now,
             data={
-                **_event_review(review),
+                **event_review(review),
                 "status_before": before.status.value,
                 "actor": {"id": str(actor.id), "email": actor.email, "name": actor.name},
                 "door": door.value,
@@ -512,8 +512,11 @@ _FINAL_KINDS = {
 }
 
 
-def _event_review(review: Mapping[str, Any]) -> dict[str, Any]:
+def event_review(review: Mapping[str, Any] | Review) -> dict[str, Any]:
     """What every review event tells of the review as it now is (version 1 of the payload)."""
+
+    if isinstance(review, Review):
+        review = {name: getattr(review, name) for name in Review.model_fields}
 
     def moment(value: datetime | None) -> str | None:
         return None if value is None else value.isoformat()
@@ -596,7 +599,7 @@ def expire_review(db: Session, review: dict[str, Any], *, now: datetime) -> None
         organization_id=review["organization_id"],
         review_id=review["id"],
         now=now,
-        data={**_event_review(review), "status_before": ReviewStatus.PENDING.value},
+        data={**event_review(review), "status_before": ReviewStatus.PENDING.value},
     )
     record_audit(
         db,
@@ -713,6 +716,7 @@ __all__ = [
     "Decision",
     "decision_history",
     "decisions_open_to",
+    "event_review",
     "expire_review",
     "get_review",
     "is_past_deadline",

@@ -17,11 +17,13 @@ from models.plugins.schema import PluginName
 from models.plugins.service import access_control_groups, plugin_connection_config
 from models.reviews.machine import ReviewStatus, parse_clock_time, within_time_window
 from models.reviews.schema import Review, ReviewGroup, ReviewPublic, ReviewType
-from models.reviews.service import mirror_review_status, review_views
+from models.reviews.service import event_review, mirror_review_status, review_views
 from models.reviews.timing import ReviewTiming
 from models.rules.service import rule_for_connection
 from models.sessions.schema import GatewaySession, SessionCreate, SessionPublic, session_status
 from models.users.schema import User
+from models.webhooks.events import publish_event
+from models.webhooks.schema import WebhookKind
 
 SESSION_NOT_FOUND = "session not found"
 NO_DEADLINES = ReviewTiming()
@@ -164,6 +166,21 @@ def _open(
         review = _create_review(
             db, gateway_session, policy, now=now, origin=origin, timing=timing, reason=reason
         )
+        publish_event(
+            db,
+            kind=WebhookKind.REVIEW_CREATED,
+            organization_id=review.organization_id,
+            review_id=review.id,
+            now=now,
+            data={
+                **event_review(review),
+                "requester": {"id": str(owner.id), "email": owner.email, "name": owner.name},
+                "groups": policy.groups,
+                "rule": policy.rule_name,
+                "sidecar_id": None if origin is None else str(origin.sidecar_id),
+                "listener": None if origin is None else origin.listener_name,
+            },
+        )
         record_audit(
             db,
             kind=AuditKind.REVIEW_CREATED,
@@ -276,6 +293,20 @@ def execute_session(
         if gateway_session.executed_at is None:
             gateway_session.executed_at = now
             db.add(gateway_session)
+            publish_event(
+                db,
+                kind=WebhookKind.SESSION_EXECUTED,
+                organization_id=gateway_session.organization_id,
+                review_id=None if review is None else review.id,
+                now=now,
+                data={
+                    "session_id": str(gateway_session.id),
+                    "review_id": None if review is None else str(review.id),
+                    "connection": gateway_session.connection_name,
+                    "type": gateway_session.type.value,
+                    "actor": {"id": str(actor.id), "email": actor.email, "name": actor.name},
+                },
+            )
             record_audit(
                 db,
                 kind=AuditKind.SESSION_EXECUTED,

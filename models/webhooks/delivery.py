@@ -27,6 +27,7 @@ from sqlalchemy import select as core_select
 from sqlmodel import Session
 
 from models.core.db import table_of, write_transaction
+from models.plugins.schema import Plugin, PluginName
 from models.webhooks.schema import (
     DeliveryStatus,
     WebhookDelivery,
@@ -51,11 +52,17 @@ def body_of(kind: str, created_at: datetime, data: dict[str, Any]) -> str:
     )
 
 
-def fan_out(db: Session, *, now: datetime) -> int:
-    """Write the deliveries of a batch of events; return how many events were fanned out."""
+def fan_out(db: Session, *, now: datetime, organizations: Collection[uuid.UUID]) -> int:
+    """Write the deliveries of a batch of events of ``organizations`` (those with the webhooks
+    plugin installed); return how many events were fanned out. Others wait, not lost."""
     with write_transaction(db):
         statement = (
-            core_select(_events).where(_events.c.fanned_out.is_(False)).order_by(_events.c.id)
+            core_select(_events)
+            .where(
+                _events.c.fanned_out.is_(False),
+                _events.c.organization_id.in_(list(organizations)),
+            )
+            .order_by(_events.c.id)
         )
         if db.get_bind().dialect.name == "postgresql":
             statement = statement.with_for_update(skip_locked=True)
@@ -114,6 +121,7 @@ def lease_due(
     now: datetime,
     limit: int,
     lease: timedelta,
+    organizations: Collection[uuid.UUID],
     busy_endpoints: Collection[uuid.UUID] = (),
 ) -> list[LeasedDelivery]:
     """Lease up to ``limit`` due deliveries, each the oldest pending of its review and
@@ -134,6 +142,7 @@ def lease_due(
             _deliveries.c.next_attempt_at <= now,
             lease_free,
             _endpoints.c.enabled.is_(True),
+            _endpoints.c.organization_id.in_(list(organizations)),
             or_(_deliveries.c.review_id.is_(None), ~older_pending),
         )
         .order_by(_deliveries.c.next_attempt_at, _deliveries.c.id)
@@ -240,3 +249,12 @@ def release(db: Session, deliveries: Sequence[LeasedDelivery]) -> None:
                 )
                 .values(leased_until=None, lease_token=None)
             )
+
+
+def organizations_with_webhooks(db: Session) -> list[uuid.UUID]:
+    """The organizations that have the webhooks plugin installed: delivery runs for them."""
+    plugins = table_of(Plugin)
+    found = db.execute(
+        core_select(plugins.c.organization_id).where(plugins.c.name == PluginName.WEBHOOKS)
+    )
+    return list(found.scalars())

@@ -8,6 +8,7 @@ from sqlalchemy import insert
 from sqlmodel import Session
 
 from models.core.db import table_of
+from models.delivery.outbox import note_new_events
 from models.webhooks.schema import PAYLOAD_VERSION, WebhookEvent, WebhookKind
 
 _INSERT = insert(table_of(WebhookEvent))  # decisions publish one on every call: built once
@@ -35,3 +36,4 @@ def publish_event(
             "fanned_out": False,
         },
     )
+    note_new_events(db)
