@@ -4,9 +4,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from prometheus_client import CollectorRegistry
 
+from api import metrics
 from api.errors import ERROR_RESPONSES, document_errors_as_sent, install_error_handlers
 from api.housekeeping import housekeeping
+from api.metrics import ClusterCollector, RequestMetrics
 from api.pages import chat_link as chat_link_page
 from api.pages import reviews as review_page
 from api.pages import sign_in as sign_in_pages
@@ -67,6 +70,8 @@ def create_app(
         app.state.chat = (
             None if chat_factory is None else chat_factory(engine, app.state.secret_box)
         )
+        app.state.metrics_registry = CollectorRegistry(auto_describe=False)
+        app.state.metrics_registry.register(ClusterCollector(engine, app.state.chat))
         signals = SignalListener(engine) if engine.dialect.name == "postgresql" else None
         if app.state.chat is not None:
             if signals is not None:  # a change made through another replica
@@ -103,6 +108,7 @@ def create_app(
         max_body_bytes=settings.max_body_bytes,
         body_timeout_seconds=settings.body_timeout_seconds,
     )
+    app.add_middleware(RequestMetrics)
     install_error_handlers(app)
     for router in (
         health,
@@ -122,6 +128,7 @@ def create_app(
     app.include_router(chat.slack_router)
     for pages in (review_page, sign_in_pages, chat_link_page):
         app.include_router(pages.router)
+    app.include_router(metrics.router)
     document_errors_as_sent(app)
     return app
 

@@ -10,6 +10,7 @@ from sqlalchemy import Engine
 
 from models.core.clock import utc_now
 from models.core.db import db_scope
+from models.core.metrics import SCHEDULER_FIRED
 from models.reviews.timing import ReviewTiming
 from models.scheduler.rules import Fired, run_due_rules
 
@@ -25,6 +26,8 @@ async def schedule_forever(engine: Engine, timing: ReviewTiming, interval: float
     while True:
         try:
             fired = await asyncio.to_thread(run_due_now, engine, timing)
+            for rule in ("expired", "reminded", "digests", "access_ended"):
+                SCHEDULER_FIRED.labels(rule).inc(getattr(fired, rule))
             if fired.total:
                 logger.info(
                     "scheduler: %d expired, %d reminded, %d digests, %d access ends",

@@ -19,10 +19,12 @@ from standardwebhooks.webhooks import Webhook
 
 from models.core.clock import utc_now
 from models.core.db import db_scope
+from models.core.metrics import WEBHOOK_ATTEMPTS
 from models.core.sealing import SecretBox
 from models.core.settings import Settings
 from models.delivery.outbox import on_committed_events
 from models.webhooks import delivery as deliveries
+from models.webhooks.schema import DeliveryStatus
 from models.webhooks.service import open_secret
 
 logger = logging.getLogger("accessgate.webhooks")
@@ -145,6 +147,9 @@ class WebhookSender:
         try:
             outcome = await asyncio.to_thread(self._record, delivery, status_code, error)
             if outcome is not None:
+                WEBHOOK_ATTEMPTS.labels(
+                    "retrying" if outcome == DeliveryStatus.PENDING else outcome
+                ).inc()
                 logger.info(
                     "webhook delivery %s to %s: %s (%s)",
                     delivery.id,

@@ -2,6 +2,7 @@
 
 import logging
 from collections.abc import Mapping
+from typing import Any
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
@@ -12,8 +13,10 @@ from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncServerErrorRetryHandler,
 )
 from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from models.core import errors
+from models.core.metrics import SLACK_CALLS, SLACK_RATE_LIMITED
 from models.plugins.config import CHAT_APP_TOKEN, CHAT_BOT_TOKEN
 
 logger = logging.getLogger("accessgate.bot")
@@ -62,6 +65,25 @@ def missing_scopes(granted_header: str | None, *, match_email: bool) -> dict[str
     return {scope: why for scope, why in needed.items() if scope not in granted}
 
 
+class CountedWebClient(AsyncWebClient):
+    """The Web API client, counting each call by method and answer for ``/metrics``."""
+
+    async def api_call(self, api_method: str, **kwargs: Any) -> AsyncSlackResponse:
+        try:
+            answer = await super().api_call(api_method, **kwargs)
+        except SlackApiError as exc:
+            status = exc.response.status_code if exc.response is not None else None
+            SLACK_CALLS.labels(api_method, str(status or "error")).inc()
+            if status == 429:
+                SLACK_RATE_LIMITED.labels(api_method).inc()
+            raise
+        except Exception:
+            SLACK_CALLS.labels(api_method, "error").inc()
+            raise
+        SLACK_CALLS.labels(api_method, str(answer.status_code)).inc()
+        return answer
+
+
 def web_client(*, token: str, api_url: str) -> AsyncWebClient:
     """A client that retries briefly on its own (429 after Retry-After, 5xx, lost connections).
 
@@ -72,7 +94,7 @@ def web_client(*, token: str, api_url: str) -> AsyncWebClient:
         AsyncRateLimitErrorRetryHandler(max_retry_count=2),
         AsyncServerErrorRetryHandler(max_retry_count=2),
     ]
-    return AsyncWebClient(token=token, base_url=api_url, retry_handlers=retry_handlers)
+    return CountedWebClient(token=token, base_url=api_url, retry_handlers=retry_handlers)
 
 
 # Long enough for a slow Slack; short enough that a post whose answer never came is soon looked
@@ -87,7 +109,7 @@ def poster_client(*, token: str, api_url: str) -> AsyncWebClient:
     5xx) may have landed; the outbox retries it after looking for it, and a 429 is paced for
     every replica, never just slept on here.
     """
-    return AsyncWebClient(
+    return CountedWebClient(
         token=token, base_url=api_url, timeout=POST_TIMEOUT_SECONDS, retry_handlers=[]
     )
 

@@ -150,6 +150,15 @@ class Settings(BaseSettings):
         default=10.0, gt=0, le=300, description="How long one webhook attempt may take."
     )
 
+    metrics_token: str = Field(
+        default="",
+        description="When set, GET /metrics wants it as a bearer token; empty leaves /metrics "
+        "open (serve it on a private network).",
+    )
+    log_format: Literal["text", "json"] = Field(
+        default="text", description="text for a terminal; json: one JSON object per line."
+    )
+
     max_body_bytes: int = Field(
         default=1024 * 1024,
         ge=1024,

@@ -14,6 +14,7 @@ from models.audit.schema import AuditKind
 from models.audit.service import SYSTEM_ACTOR, record_audit
 from models.core import errors
 from models.core.db import new_id, table_of, write_transaction
+from models.core.metrics import DECISIONS
 from models.delivery.outbox import EventKind, record_review_event
 from models.reviews.machine import Decision, Outcome, Reviewer, ReviewState, ReviewStatus, decide
 from models.reviews.schema import (
@@ -469,6 +470,7 @@ def _record(
             "door": door.value,
         },
     )
+    DECISIONS.labels(door.value, outcome.status.value).inc()
     told = _FINAL_KINDS.get(outcome.status)
     if told is not None and outcome.status is not before.status:
         publish_event(
@@ -593,6 +595,7 @@ def expire_review(db: Session, review: dict[str, Any], *, now: datetime) -> None
             "expired": True,
         },
     )
+    DECISIONS.labels(Door.SYSTEM.value, ReviewStatus.REJECTED.value).inc()
     publish_event(
         db,
         kind=WebhookKind.REVIEW_EXPIRED,
