@@ -9,6 +9,7 @@ from prometheus_client import CollectorRegistry
 from api import metrics
 from api.errors import ERROR_RESPONSES, document_errors_as_sent, install_error_handlers
 from api.housekeeping import housekeeping
+from api.logs import RequestContext
 from api.metrics import ClusterCollector, RequestMetrics
 from api.pages import chat_link as chat_link_page
 from api.pages import reviews as review_page
@@ -109,6 +110,7 @@ def create_app(
         body_timeout_seconds=settings.body_timeout_seconds,
     )
     app.add_middleware(RequestMetrics)
+    app.add_middleware(RequestContext)
     install_error_handlers(app)
     for router in (
         health,

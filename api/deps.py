@@ -3,6 +3,7 @@
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Annotated, Any
 
+import structlog
 from fastapi import Depends, Request, Response
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
@@ -69,6 +70,7 @@ async def get_bearer_subject(
     sub: str | None = getattr(request.state, "bearer_subject", None)
     if sub is None:  # not checked before the body (a route outside CredentialsFirstRoute)
         sub = await run_in_threadpool(bearer_subject, request, credentials)
+    structlog.contextvars.bind_contextvars(user=sub)
     return sub
 
 
@@ -194,6 +196,7 @@ async def _check_bearer_first(request: Request) -> None:
     except errors.Unauthenticated:
         await run_in_threadpool(throttle.record_failure, BEARER_TOKENS, address=address)
         raise
+    structlog.contextvars.bind_contextvars(user=request.state.bearer_subject)
 
 
 async def _check_sidecar_first(request: Request) -> None:
@@ -210,6 +213,7 @@ async def _check_sidecar_first(request: Request) -> None:
             )
 
     request.state.sidecar = await run_in_threadpool(authenticate)
+    structlog.contextvars.bind_contextvars(sidecar=request.state.sidecar.name)
 
 
 def authenticate_sidecar(

@@ -21,18 +21,30 @@ import uvicorn
 from fastapi import FastAPI
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from api.logs import configure_logging
+
 SENSITIVE_QUERY_PARAMETERS = re.compile(
     r"([?&](?:code|state|token|access_token|id_token|session_state)=)[^&\s]*", re.IGNORECASE
 )
 
 
-def serve(app: FastAPI, *, host: str, port: int, log_level: str, header_timeout: float) -> None:
+def serve(
+    app: FastAPI,
+    *,
+    host: str,
+    port: int,
+    log_level: str,
+    header_timeout: float,
+    log_format: str = "text",
+) -> None:
     """Run ``app`` until interrupted, as ``accessgate serve`` does."""
+    configure_logging(log_format, log_level)
     config = uvicorn.Config(
         app,
         host=host,
         port=port,
         log_level=log_level,
+        log_config=None,  # configure_logging's: every logger through one formatter
         http=protocol_with_header_timeout(header_timeout),
     )
     logging.getLogger("uvicorn.access").addFilter(redact_sensitive_query)

@@ -11,9 +11,12 @@ from datetime import timedelta
 from typing import Any
 
 import aiohttp
+import structlog
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
+from slack_sdk.socket_mode.aiohttp import SocketModeClient
+from slack_sdk.socket_mode.request import SocketModeRequest
 
 from bot.database import Database
 from bot.fresh_views import ViewRefresher
@@ -36,6 +39,14 @@ UNSIGNED_REQUEST = (
     b'or is older than 5 minutes"}'
 )
 HTTP_MODE_OFF = b'{"message": "HTTP mode is off: the chat plugin has no CHAT_SIGNING_SECRET"}'
+
+
+class EnvelopeLogging(AsyncSocketModeHandler):
+    """Socket Mode, with each envelope's id on every log line its handling writes."""
+
+    async def handle(self, client: SocketModeClient, req: SocketModeRequest) -> None:  # type: ignore[override]
+        with structlog.contextvars.bound_contextvars(slack_envelope_id=req.envelope_id):
+            await super().handle(client, req)
 
 
 @dataclass(frozen=True)
@@ -131,7 +142,7 @@ class SlackConnection:
                 ),
             )
             if self.config.app_token:
-                self._socket = AsyncSocketModeHandler(self.app, self.config.app_token)
+                self._socket = EnvelopeLogging(self.app, self.config.app_token)
                 await self._socket.connect_async()  # type: ignore[no-untyped-call]
             self._views = ViewRefresher(
                 database=self._delivery_database, client=client, api_base_url=self._api_base_url

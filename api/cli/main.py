@@ -52,6 +52,7 @@ def serve(args: argparse.Namespace) -> int:
         port=args.port,
         log_level=args.log_level,
         header_timeout=settings.header_timeout_seconds,
+        log_format=settings.log_format,
     )
     return 0
 

@@ -1,5 +1,6 @@
 from typing import Annotated
 
+import structlog
 from fastapi import APIRouter, Query, Request, Response
 
 from api.deps import BearerSubject, CredentialsFirstRoute, answer_as_caller
@@ -45,6 +46,7 @@ async def list_reviews(
 @router.get("/{review_id}", response_model=ReviewPublic)
 async def get_review(review_id: str, request: Request, subject: BearerSubject) -> Response:
     """One review, by its id or its session's id."""
+    structlog.contextvars.bind_contextvars(review_id=review_id)
     return await answer_as_caller(
         request,
         subject,
@@ -61,6 +63,7 @@ async def update_review(
     Updates the entry of every reviewer group the caller belongs to, then recomputes the overall
     status: APPROVED once enough groups approved, REJECTED or REVOKED at once.
     """
+    structlog.contextvars.bind_contextvars(review_id=review_id)
     return await answer_as_caller(
         request,
         subject,
