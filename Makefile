@@ -35,6 +35,7 @@ bench: $(INSTALLED) postgres-binaries wrk
 	$(BIN)/python -m bench.handshake || status=$$?; \
 	$(BIN)/python -m bench.slack || status=$$?; \
 	$(BIN)/python -m bench.outbox || status=$$?; \
+	$(BIN)/python -m bench.webhooks || status=$$?; \
 	exit $$status
 
 # A million reviews on SQLite and on PostgreSQL: lists, reads and approvals at that size.
