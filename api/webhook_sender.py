@@ -46,6 +46,7 @@ class WebhookSender:
         self._lease_period = timedelta(seconds=settings.outbox_lease_seconds)
         self._wake = asyncio.Event()
         self._in_flight: dict[int, deliveries.LeasedDelivery] = {}
+        self._finished: list[deliveries.Attempt] = []  # sent, not recorded yet
         self._tasks: set[asyncio.Task[None]] = set()
 
     def _db(self) -> contextlib.AbstractContextManager:  # type: ignore[type-arg]
@@ -75,6 +76,10 @@ class WebhookSender:
             for task in list(self._tasks):
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
+            if self._finished:  # sent: recorded, not sent again by the next deliverer
+                await asyncio.to_thread(self._record, self._finished)
+                for attempt in self._finished:
+                    self._in_flight.pop(attempt.delivery.id, None)
             leased = list(self._in_flight.values())
             if leased:
                 await asyncio.to_thread(self._release, leased)
@@ -84,6 +89,14 @@ class WebhookSender:
             deliveries.release(db, leased)
 
     async def _round(self, client: httpx.AsyncClient) -> None:
+        if self._finished:
+            finished, self._finished = self._finished, []
+            try:
+                await asyncio.to_thread(self._record, finished)
+            finally:
+                # Until recorded, a delivery holds back its review's next one at its endpoint.
+                for attempt in finished:
+                    self._in_flight.pop(attempt.delivery.id, None)
         organizations = await asyncio.to_thread(self._organizations)
         if not organizations:  # the plugin is not installed: events wait, not lost
             return
@@ -144,34 +157,26 @@ class WebhookSender:
         except Exception as exc:  # a broken secret, say: recorded as the attempt's error
             logger.exception("webhook delivery %s could not be sent", delivery.id)
             error = f"{type(exc).__name__}: {exc}"
-        try:
-            outcome = await asyncio.to_thread(self._record, delivery, status_code, error)
-            if outcome is not None:
-                WEBHOOK_ATTEMPTS.labels(
-                    "retrying" if outcome == DeliveryStatus.PENDING else outcome
-                ).inc()
-                logger.info(
-                    "webhook delivery %s to %s: %s (%s)",
-                    delivery.id,
-                    delivery.endpoint_id,
-                    outcome,
-                    status_code or error,
-                )
-        finally:
-            self._in_flight.pop(delivery.id, None)
-            self._wake.set()  # the review's next delivery may be due now
+        self._finished.append(deliveries.Attempt(delivery, status_code, error))
+        self._wake.set()  # recorded in the next round, with every other attempt that ended
 
-    def _record(
-        self, delivery: deliveries.LeasedDelivery, status_code: int | None, error: str | None
-    ) -> str | None:
+    def _record(self, finished: list[deliveries.Attempt]) -> None:
         with self._db() as db:
-            return deliveries.record_outcome(
-                db,
-                delivery=delivery,
-                now=utc_now(),
-                status_code=status_code,
-                error=error,
-                schedule=self._schedule,
+            outcomes = deliveries.record_outcomes(
+                db, attempts=finished, now=utc_now(), schedule=self._schedule
+            )
+        for attempt, outcome in zip(finished, outcomes, strict=True):
+            if outcome is None:
+                continue  # another replica holds it now
+            WEBHOOK_ATTEMPTS.labels(
+                "retrying" if outcome == DeliveryStatus.PENDING else outcome
+            ).inc()
+            logger.info(
+                "webhook delivery %s to %s: %s (%s)",
+                attempt.delivery.id,
+                attempt.delivery.endpoint_id,
+                outcome,
+                attempt.status_code or attempt.error,
             )
 
 

@@ -71,9 +71,12 @@ def fan_out(db: Session, *, now: datetime, organizations: Collection[uuid.UUID])
             return 0
         organizations = {event["organization_id"] for event in events}
         endpoints = db.execute(
-            core_select(_endpoints.c.id, _endpoints.c.organization_id, _endpoints.c.events).where(
-                _endpoints.c.organization_id.in_(organizations), _endpoints.c.enabled.is_(True)
-            )
+            core_select(
+                _endpoints.c.id,
+                _endpoints.c.organization_id,
+                _endpoints.c.events,
+                _endpoints.c.created_at,
+            ).where(_endpoints.c.organization_id.in_(organizations), _endpoints.c.enabled.is_(True))
         ).all()
         rows = [
             {
@@ -91,6 +94,8 @@ def fan_out(db: Session, *, now: datetime, organizations: Collection[uuid.UUID])
             for event in events
             for endpoint in endpoints
             if endpoint.organization_id == event["organization_id"]
+            # An endpoint gets what happened since it was registered, not the history before.
+            and event["created_at"] >= endpoint.created_at
             and (not endpoint.events or event["kind"] in endpoint.events)
         ]
         if rows:
@@ -191,6 +196,28 @@ def lease_due(
     ]
 
 
+@dataclass(frozen=True)
+class Attempt:
+    """How one send went: the HTTP status, or the error when there was no answer."""
+
+    delivery: LeasedDelivery
+    status_code: int | None
+    error: str | None
+
+
+def record_outcomes(
+    db: Session, *, attempts: Sequence[Attempt], now: datetime, schedule: Sequence[timedelta]
+) -> list[str | None]:
+    """Record attempts in one transaction (one writer at a time on SQLite: a transaction per
+    attempt would queue the decisions behind the webhooks). The new status of each, or None
+    where the lease was lost (nothing recorded)."""
+    with write_transaction(db):
+        return [
+            _record(db, attempt.delivery, now, attempt.status_code, attempt.error, schedule)
+            for attempt in attempts
+        ]
+
+
 def record_outcome(
     db: Session,
     *,
@@ -200,8 +227,22 @@ def record_outcome(
     error: str | None,
     schedule: Sequence[timedelta],
 ) -> str | None:
-    """Record one attempt: delivered on a 2xx, else the next attempt or ``failed`` after the
-    last. Returns the new status, or None when the lease was lost (nothing recorded)."""
+    """Record one attempt (``record_outcomes`` of one)."""
+    return record_outcomes(
+        db, attempts=[Attempt(delivery, status_code, error)], now=now, schedule=schedule
+    )[0]
+
+
+def _record(
+    db: Session,
+    delivery: LeasedDelivery,
+    now: datetime,
+    status_code: int | None,
+    error: str | None,
+    schedule: Sequence[timedelta],
+) -> str | None:
+    """Delivered on a 2xx, else the next attempt, or ``failed`` after the last; fenced by the
+    lease token."""
     ok = status_code is not None and 200 <= status_code < 300
     attempts = delivery.attempts + 1
     values: dict[str, Any] = {
@@ -217,21 +258,20 @@ def record_outcome(
         values |= {"status": DeliveryStatus.FAILED.value}
     else:
         values |= {"next_attempt_at": now + schedule[attempts - 1]}
-    with write_transaction(db):
-        changed = (
-            db.connection()
-            .execute(
-                update(_deliveries)
-                .where(
-                    and_(
-                        _deliveries.c.id == delivery.id,
-                        _deliveries.c.lease_token == delivery.lease_token,
-                    )
+    changed = (
+        db.connection()
+        .execute(
+            update(_deliveries)
+            .where(
+                and_(
+                    _deliveries.c.id == delivery.id,
+                    _deliveries.c.lease_token == delivery.lease_token,
                 )
-                .values(values)
             )
-            .rowcount
+            .values(values)
         )
+        .rowcount
+    )
     if not changed:
         return None
     return str(values.get("status", DeliveryStatus.PENDING.value))
