@@ -30,7 +30,7 @@ from models.webhooks.service import open_secret
 logger = logging.getLogger("accessgate.webhooks")
 
 POLL_SECONDS = 0.5  # other replicas' events; this process's own wake the sender at once
-PER_ENDPOINT = 4
+PER_ENDPOINT = 16
 IN_FLIGHT = 64
 
 USER_AGENT = "accessgate-webhooks"

@@ -8,6 +8,8 @@ import json
 import pytest
 from sqlalchemy import text
 
+from models.chat.links import start_chat_link
+from models.core.clock import utc_now
 from models.core.db import db_scope, write_transaction
 from tests.factories import (
     configure_review_groups,
@@ -142,3 +144,44 @@ def test_the_trail_is_for_admins_and_cannot_be_rewritten(client, people, engine)
             write_transaction(db),
         ):
             db.connection().execute(text(statement))
+
+
+def test_changes_of_users_plugins_links_and_endpoints_are_recorded_once_each(
+    client, people, engine
+):
+    admin = people["admin"]
+    client.post("/api/plugins", json={"name": "webhooks"}, headers=admin.headers)
+    client.put("/api/plugins/webhooks", json={"connections": []}, headers=admin.headers)
+    client.delete("/api/plugins/webhooks", headers=admin.headers)
+    client.patch(
+        f"/api/users/{people['dev'].id}", json={"groups": ["dev", "dba"]}, headers=admin.headers
+    )
+    endpoint = client.post(
+        "/api/webhooks/endpoints", json={"url": "https://hooks.example/x"}, headers=admin.headers
+    ).json()
+    client.post(f"/api/webhooks/endpoints/{endpoint['id']}/rotate-secret", headers=admin.headers)
+    with db_scope(engine) as db:
+        code = start_chat_link(db=db, chat_id="U0DEV", now=utc_now())
+    client.post("/api/users/me/chat-link", json={"code": code}, headers=people["dev"].headers)
+
+    items = trail(client, admin)
+    kinds = [item["kind"] for item in items]
+
+    for kind, count in {
+        "plugin.created": 1,
+        "plugin.updated": 1,
+        "plugin.deleted": 1,
+        "user.updated": 1,
+        "webhook.endpoint_changed": 2,
+        "chat.linked": 1,
+    }.items():
+        assert kinds.count(kind) == count, kind
+    user = next(item for item in items if item["kind"] == "user.updated")
+    assert user["details"] == {"groups": {"before": ["dev"], "after": ["dev", "dba"]}}
+    linked = next(item for item in items if item["kind"] == "chat.linked")
+    assert (linked["actor"], linked["door"], linked["details"]["chat_id"]) == (
+        "dev@example.com",
+        "api",
+        "U0DEV",
+    )
+    assert endpoint["secret"] not in json.dumps(items), "never a secret"
