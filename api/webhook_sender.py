@@ -8,6 +8,7 @@ or dead holds its own slots only, never another endpoint's, the Slack bot's or t
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -30,6 +31,9 @@ from models.webhooks.service import open_secret
 logger = logging.getLogger("accessgate.webhooks")
 
 POLL_SECONDS = 0.5  # other replicas' events; this process's own wake the sender at once
+GATHER_SECONDS = 0.05
+# Whether the plugin is installed is read again this often, not every round.
+PLUGIN_CHECK_SECONDS = 1.0
 PER_ENDPOINT = 16
 IN_FLIGHT = 64
 
@@ -47,6 +51,9 @@ class WebhookSender:
         self._wake = asyncio.Event()
         self._in_flight: dict[int, deliveries.LeasedDelivery] = {}
         self._finished: list[deliveries.Attempt] = []  # sent, not recorded yet
+        self._installed: list[uuid.UUID] = []  # organizations with the plugin, as last read
+        self._checked_at = -PLUGIN_CHECK_SECONDS
+        self._secrets: dict[tuple[uuid.UUID, str], str] = {}  # opened once per sealed secret
         self._tasks: set[asyncio.Task[None]] = set()
 
     def _db(self) -> contextlib.AbstractContextManager:  # type: ignore[type-arg]
@@ -71,6 +78,9 @@ class WebhookSender:
                         logger.exception("webhook delivery round failed; trying again")
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._wake.wait(), POLL_SECONDS)
+                    # Let what else is ending end too: one round (a few statements) then
+                    # serves a burst, instead of a round for every send or decision.
+                    await asyncio.sleep(GATHER_SECONDS)
         finally:
             remove()
             for task in list(self._tasks):
@@ -118,8 +128,12 @@ class WebhookSender:
             task.add_done_callback(self._tasks.discard)
 
     def _organizations(self) -> list[uuid.UUID]:
-        with self._db() as db:
-            return deliveries.organizations_with_webhooks(db)
+        now = time.monotonic()
+        if now - self._checked_at >= PLUGIN_CHECK_SECONDS:
+            with self._db() as db:
+                self._installed = deliveries.organizations_with_webhooks(db)
+            self._checked_at = now
+        return self._installed
 
     def _fan_out(self, organizations: list[uuid.UUID]) -> None:
         with self._db() as db:
@@ -139,11 +153,19 @@ class WebhookSender:
                 busy_endpoints=busy,
             )
 
+    def _secret(self, delivery: deliveries.LeasedDelivery) -> str:
+        key = (delivery.endpoint_id, delivery.sealed_secret)  # a rotated secret is a new key
+        if key not in self._secrets:
+            self._secrets[key] = open_secret(
+                self._secret_box, delivery.endpoint_id, delivery.sealed_secret
+            )
+        return self._secrets[key]
+
     async def _send(self, client: httpx.AsyncClient, delivery: deliveries.LeasedDelivery) -> None:
         status_code: int | None = None
         error: str | None = None
         try:
-            secret = open_secret(self._secret_box, delivery.endpoint_id, delivery.sealed_secret)
+            secret = self._secret(delivery)
             answer = await client.post(
                 delivery.url,
                 content=delivery.body.encode(),
