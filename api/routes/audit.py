@@ -14,6 +14,7 @@ from models.audit import service as audit_service
 from models.audit.schema import AuditPage
 from models.core import errors
 from models.core.db import db_scope
+from models.users.service import require_admin
 
 router = APIRouter(route_class=CredentialsFirstRoute, prefix="/audit", tags=["audit"])
 
@@ -78,8 +79,7 @@ def export_audit(
     review: Review = None,
 ) -> StreamingResponse:
     """Every matching act, oldest first, streamed a batch at a time (admins)."""
-    if not user.is_admin:
-        raise errors.AdminRequired("only administrators can do this")
+    require_admin(user)
     where = _filter(since, until, actor, kind, review)
     engine = request.app.state.engine
     organization_id = user.organization_id

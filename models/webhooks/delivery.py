@@ -233,21 +233,6 @@ def record_outcomes(
         ]
 
 
-def record_outcome(
-    db: Session,
-    *,
-    delivery: LeasedDelivery,
-    now: datetime,
-    status_code: int | None,
-    error: str | None,
-    schedule: Sequence[timedelta],
-) -> str | None:
-    """Record one attempt (``record_outcomes`` of one)."""
-    return record_outcomes(
-        db, attempts=[Attempt(delivery, status_code, error)], now=now, schedule=schedule
-    )[0]
-
-
 def _record(
     db: Session,
     delivery: LeasedDelivery,
