@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import DateTime, Engine, Table, event
+from sqlalchemy import DateTime, Engine, Select, Table, event
 from sqlalchemy import Enum as SAEnum
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Dialect, make_url
@@ -177,6 +177,18 @@ def write_transaction(db: Session) -> Iterator[None]:
     except BaseException:
         db.rollback()
         raise
+
+
+def finds_any(db: Session, statement: Select[Any]) -> bool:
+    """Whether ``statement`` finds a row, looked for before taking SQLite's write lock (which
+    every decision waits for): background work that finds nothing due (the common case) then
+    takes no lock. On PostgreSQL, True: the claim itself skips what is locked, at no such cost.
+    """
+    if db.get_bind().dialect.name == "postgresql":
+        return True
+    found = db.execute(statement.limit(1)).first() is not None
+    db.rollback()  # end the read transaction: SQLite readers pin the WAL
+    return found
 
 
 def flush_or_conflict(db: Session, conflict: str) -> None:

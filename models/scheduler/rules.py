@@ -17,7 +17,8 @@ replica ran is found at the next run: nothing is kept in memory.
 """
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -26,7 +27,7 @@ from sqlalchemy import Select, and_, update
 from sqlalchemy import select as core_select
 from sqlmodel import Session
 
-from models.core.db import table_of, write_transaction
+from models.core.db import finds_any, table_of, write_transaction
 from models.delivery.outbox import EventKind, record_event, record_review_event
 from models.reviews.machine import ReviewStatus
 from models.reviews.schema import Review, ReviewGroup, ReviewType
@@ -72,23 +73,28 @@ def run_due_rules(db: Session, *, now: datetime, timing: ReviewTiming) -> Fired:
     return Fired(**counts)
 
 
-def _claim(db: Session, statement: Select[Any]) -> Sequence[Any]:
-    """The due rows, locked for this transaction; rows another replica is claiming are skipped."""
-    if db.get_bind().dialect.name == "postgresql":
-        statement = statement.with_for_update(skip_locked=True)
-    return db.execute(statement.limit(BATCH)).mappings().all()
+@contextmanager
+def _claimed(db: Session, statement: Select[Any]) -> Iterator[Sequence[Any]]:
+    """The due rows, locked for the block's transaction, which commits at its end; rows another
+    replica is claiming are skipped. Nothing due (the common case) takes no write lock."""
+    if not finds_any(db, statement):
+        yield []
+        return
+    with write_transaction(db):
+        if db.get_bind().dialect.name == "postgresql":
+            statement = statement.with_for_update(skip_locked=True)
+        yield db.execute(statement.limit(BATCH)).mappings().all()
 
 
 def expire_due(db: Session, *, now: datetime, timing: ReviewTiming) -> int:
     """Reject every PENDING review whose deadline has passed."""
     del timing  # the deadline was set when the review was filed
-    with write_transaction(db):
-        due = _claim(
-            db,
-            core_select(_review)
-            .where(_review.c.status == ReviewStatus.PENDING, _review.c.expires_at <= now)
-            .order_by(_review.c.expires_at),
-        )
+    with _claimed(
+        db,
+        core_select(_review)
+        .where(_review.c.status == ReviewStatus.PENDING, _review.c.expires_at <= now)
+        .order_by(_review.c.expires_at),
+    ) as due:
         for row in due:
             review = dict(row)
             if is_past_deadline(review, now):
@@ -98,19 +104,18 @@ def expire_due(db: Session, *, now: datetime, timing: ReviewTiming) -> int:
 
 def remind_due(db: Session, *, now: datetime, timing: ReviewTiming) -> int:
     """Remind the reviewers of every PENDING review whose reminder is due."""
-    with write_transaction(db):
-        due = _claim(
-            db,
-            core_select(
-                _review.c.id,
-                _review.c.session_id,
-                _review.c.organization_id,
-                _review.c.owner_id,
-                _review.c.reminders_sent,
-            )
-            .where(_review.c.status == ReviewStatus.PENDING, _review.c.next_reminder_at <= now)
-            .order_by(_review.c.next_reminder_at),
+    with _claimed(
+        db,
+        core_select(
+            _review.c.id,
+            _review.c.session_id,
+            _review.c.organization_id,
+            _review.c.owner_id,
+            _review.c.reminders_sent,
         )
+        .where(_review.c.status == ReviewStatus.PENDING, _review.c.next_reminder_at <= now)
+        .order_by(_review.c.next_reminder_at),
+    ) as due:
         for review in due:
             sent = review["reminders_sent"] + 1
             db.execute(
@@ -179,13 +184,10 @@ def _next_digest(sent_at: datetime | None, now: datetime, timing: ReviewTiming) 
 def send_due_digests(db: Session, *, now: datetime, timing: ReviewTiming) -> int:
     """Queue the digest DM of every reviewer whose digest is due."""
     del timing
-    with write_transaction(db):
-        due = _claim(
-            db,
-            core_select(_user.c.id)
-            .where(_user.c.digest_due_at <= now)
-            .order_by(_user.c.digest_due_at),
-        )
+    with _claimed(
+        db,
+        core_select(_user.c.id).where(_user.c.digest_due_at <= now).order_by(_user.c.digest_due_at),
+    ) as due:
         for user in due:
             db.execute(
                 update(_user)
@@ -206,20 +208,19 @@ def send_due_digests(db: Session, *, now: datetime, timing: ReviewTiming) -> int
 def end_due_access(db: Session, *, now: datetime, timing: ReviewTiming) -> int:
     """Tell every APPROVED JIT review whose access ended that it did, once."""
     del timing
-    with write_transaction(db):
-        due = _claim(
-            db,
-            core_select(_review.c.id, _review.c.session_id)
-            .where(
-                and_(
-                    _review.c.status == ReviewStatus.APPROVED,
-                    _review.c.access_end_told.is_(False),
-                    _review.c.revoke_at <= now,
-                    _review.c.type == ReviewType.JIT,
-                )
+    with _claimed(
+        db,
+        core_select(_review.c.id, _review.c.session_id)
+        .where(
+            and_(
+                _review.c.status == ReviewStatus.APPROVED,
+                _review.c.access_end_told.is_(False),
+                _review.c.revoke_at <= now,
+                _review.c.type == ReviewType.JIT,
             )
-            .order_by(_review.c.revoke_at),
         )
+        .order_by(_review.c.revoke_at),
+    ) as due:
         for review in due:
             db.execute(
                 update(_review).where(_review.c.id == review["id"]).values(access_end_told=True)

@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Select, and_, exists, insert, or_, update
+from sqlalchemy import and_, exists, insert, or_, update
 from sqlalchemy import select as core_select
 from sqlmodel import Session
 
-from models.core.db import table_of, write_transaction
+from models.core.db import finds_any, table_of, write_transaction
 from models.plugins.schema import Plugin, PluginName
 from models.webhooks.schema import (
     DeliveryStatus,
@@ -64,7 +64,7 @@ def fan_out(db: Session, *, now: datetime, organizations: Collection[uuid.UUID])
         .order_by(_events.c.id)
         .limit(FAN_OUT_BATCH)
     )
-    if not _anything(db, statement):
+    if not finds_any(db, statement):
         return 0
     with write_transaction(db):
         if db.get_bind().dialect.name == "postgresql":
@@ -109,16 +109,6 @@ def fan_out(db: Session, *, now: datetime, organizations: Collection[uuid.UUID])
             .values(fanned_out=True)
         )
     return len(events)
-
-
-def _anything(db: Session, statement: Select[Any]) -> bool:
-    """On SQLite, whether ``statement`` finds a row, looked for without the write lock (which
-    every decision waits for): nothing due is the common case. PostgreSQL claims at once."""
-    if db.get_bind().dialect.name == "postgresql":
-        return True
-    found = db.execute(statement.limit(1)).first() is not None
-    db.rollback()  # end the read transaction: SQLite readers pin the WAL
-    return found
 
 
 @dataclass(frozen=True)
@@ -168,7 +158,7 @@ def lease_due(
     )
     if busy_endpoints:
         due = due.where(_deliveries.c.endpoint_id.not_in(list(busy_endpoints)))
-    if not _anything(db, due):
+    if not finds_any(db, due):
         return []
     token = secrets.token_hex(16)
     with write_transaction(db):
